@@ -1,0 +1,66 @@
+"""Settings of the control plane, read from ``TRAINPLANE_*`` environment variables.
+
+Nothing here is read at import time: callers build a :class:`Settings` when they
+build an app, a CLI command or a scheduler, so tests and replicas can each have
+their own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Values people paste from examples. A bootstrap token is an admin credential, so
+# refuse them rather than start a server anyone can guess their way into.
+_WEAK_SECRETS = frozenset({"changeme", "change-me", "secret", "password", "admin", "token", "test"})
+MIN_SECRET_LENGTH = 16
+
+
+def _default_home() -> Path:
+    return Path.home() / ".trainplane"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRAINPLANE_", extra="ignore")
+
+    home: Path = Field(default_factory=_default_home, description="Embedded state folder.")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL; default is a SQLite file under `home`.",
+    )
+    auto_migrate: bool | None = Field(
+        default=None,
+        description="Upgrade the schema when the server starts. Default: only for SQLite.",
+    )
+    bootstrap_token: SecretStr | None = None
+    db_pool_size: int = Field(default=10, ge=1)
+    db_statement_timeout_ms: int = Field(default=15_000, ge=100)
+
+    @field_validator("bootstrap_token")
+    @classmethod
+    def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        secret = value.get_secret_value()
+        if secret.lower() in _WEAK_SECRETS or len(secret) < MIN_SECRET_LENGTH:
+            raise ValueError(
+                f"TRAINPLANE_BOOTSTRAP_TOKEN must be at least {MIN_SECRET_LENGTH} characters "
+                "and not a well-known placeholder"
+            )
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'trainplane.db'}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url.startswith("sqlite")
+
+    @property
+    def should_auto_migrate(self) -> bool:
+        return self.is_sqlite if self.auto_migrate is None else self.auto_migrate

@@ -1,0 +1,40 @@
+"""Domain errors raised by services. The API maps each class to one HTTP status
+(see ``trainplane.api.problems``); nothing below the API knows about HTTP."""
+
+from __future__ import annotations
+
+
+class TrainplaneError(Exception):
+    """Base class. ``detail`` is safe to show to the caller."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFoundError(TrainplaneError):
+    """The resource does not exist, or the caller may not see it."""
+
+
+class ConflictError(TrainplaneError):
+    """The request is valid but clashes with the current state."""
+
+
+class InvalidTransitionError(ConflictError):
+    """A job status change that the transition table does not allow."""
+
+
+class StaleStateError(ConflictError):
+    """Another writer changed the row between our read and our write."""
+
+
+class InvalidInputError(TrainplaneError):
+    """Input that passed schema validation but is wrong in context.
+
+    ``field`` is the dotted path of the offending field, for the caller to fix.
+    """
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+        self.message = detail

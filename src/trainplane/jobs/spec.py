@@ -1,0 +1,441 @@
+"""The job spec of DESIGN.md as pydantic models.
+
+Validation is strict: unknown fields are rejected everywhere, and every rule that
+involves several fields raises an error that names the field to fix. The models
+are the single definition of the spec; the API, the CLI and the scheduler read
+them, and the stored spec of a job is ``spec.model_dump(mode="json")``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from trainplane.jobs.durations import format_duration, parse_duration
+
+# --- shared field types -------------------------------------------------------
+
+ProjectName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$"),
+    Field(description="Lowercase letters, digits, '-' and '_'; 1-63 characters."),
+]
+JobName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$"),
+    Field(description="Letters, digits, '.', '-' and '_'; 1-128 characters."),
+]
+ModelName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,254}[A-Za-z0-9])?$"),
+]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# Set by trainplane for every worker; a user value would silently break the run.
+_RESERVED_ENV = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
+
+
+def _storage_uri(value: str) -> str:
+    """A checkpoint location: ``s3://bucket/prefix`` or an absolute path."""
+    if value.startswith("s3://"):
+        if not _S3_URI.fullmatch(value):
+            raise PydanticCustomError(
+                "storage_uri",
+                "'{value}' is not a valid s3:// URI (s3://bucket/prefix)",
+                {"value": value},
+            )
+        return value.rstrip("/")
+    if "://" in value:
+        raise PydanticCustomError(
+            "storage_uri",
+            "unsupported scheme in '{value}': use s3:// or an absolute path",
+            {"value": value},
+        )
+    if not value.startswith("/"):
+        raise PydanticCustomError(
+            "storage_uri",
+            "'{value}' must be an absolute path or an s3:// URI",
+            {"value": value},
+        )
+    return value.rstrip("/") or "/"
+
+
+def _location(value: str) -> str:
+    """A model or dataset location: ``s3://...`` or a path (relative paths are
+    resolved against the spec file's folder by the client that reads the file)."""
+    if "://" in value and not value.startswith("s3://"):
+        raise PydanticCustomError(
+            "location",
+            "unsupported scheme in '{value}': use s3:// or a file path",
+            {"value": value},
+        )
+    if value.startswith("s3://") and not _S3_URI.fullmatch(value):
+        raise PydanticCustomError(
+            "location", "'{value}' is not a valid s3:// URI", {"value": value}
+        )
+    return value
+
+
+def _duration(value: Any) -> Any:
+    """``24h`` style strings, or a bare number of seconds; normalised to ``1d2h``."""
+    if isinstance(value, bool):
+        return value  # let the str type reject it
+    if isinstance(value, int) and value > 0:
+        return format_duration(value)
+    if isinstance(value, str):
+        try:
+            return format_duration(parse_duration(value))
+        except ValueError as exc:
+            raise PydanticCustomError("duration", str(exc)) from None
+    return value
+
+
+StorageUri = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+Duration = Annotated[str, BeforeValidator(_duration)]
+
+
+class Strict(BaseModel):
+    """Base for every spec model: unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+# --- sections -------------------------------------------------------------------
+
+
+class Entrypoint(Strict):
+    function: str | None = Field(
+        default=None, description="`module:function` taking a TrainContext."
+    )
+    script: NonEmptyStr | None = Field(default=None, description="Python script run per worker.")
+    command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
+    args: dict[str, Any] = Field(default_factory=dict)
+    working_dir: NonEmptyStr = "."
+    env: dict[str, str] = Field(default_factory=dict)
+    pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
+
+    @field_validator("function")
+    @classmethod
+    def _function_ref(cls, value: str | None) -> str | None:
+        if value is not None and not _FUNCTION_REF.fullmatch(value):
+            raise PydanticCustomError(
+                "function_ref", "'{value}' must look like module.path:function", {"value": value}
+            )
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+                raise PydanticCustomError(
+                    "env_name", "'{key}' is not a valid environment variable name", {"key": key}
+                )
+            if key in _RESERVED_ENV or key.startswith("TRAINPLANE_"):
+                raise PydanticCustomError(
+                    "env_reserved",
+                    "'{key}' is set by trainplane and cannot be overridden",
+                    {"key": key},
+                )
+            # YAML turns `THREADS: 4` into an int; environment values are strings.
+            out[key] = (
+                str(item).lower()
+                if isinstance(item, bool)
+                else (str(item) if isinstance(item, int | float) else item)
+            )
+        return out
+
+    @model_validator(mode="after")
+    def _exactly_one_form(self) -> Entrypoint:
+        given = [n for n in ("function", "script", "command") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "entrypoint_form",
+                "entrypoint needs exactly one of function, script or command (got {got})",
+                {"got": ", ".join(given) or "none"},
+            )
+        return self
+
+
+class Resources(Strict):
+    gpus: int = Field(default=1, ge=1, le=4096, description="Total accelerators = workers.")
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
+    gpu_type: ShortStr | None = None
+    cpus_per_worker: float = Field(default=1, gt=0, le=512)
+
+    @model_validator(mode="after")
+    def _whole_nodes(self) -> Resources:
+        if self.gpus_per_node is not None and self.gpus % self.gpus_per_node:
+            raise PydanticCustomError(
+                "gpus_per_node",
+                "gpus ({gpus}) must be a multiple of gpus_per_node ({per_node})",
+                {"gpus": self.gpus, "per_node": self.gpus_per_node},
+            )
+        return self
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // (self.gpus_per_node or self.gpus)
+
+
+OffloadDevice = Literal["none", "cpu", "nvme"]
+
+
+class DeepSpeedOptions(Strict):
+    stage: int = Field(default=2, ge=1, le=3, description="ZeRO stage 1, 2 or 3.")
+    offload_optimizer: OffloadDevice = "none"
+    offload_param: OffloadDevice = "none"
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Merged over the generated DeepSpeed config."
+    )
+
+    @model_validator(mode="after")
+    def _param_offload_needs_stage_3(self) -> DeepSpeedOptions:
+        if self.offload_param != "none" and self.stage != 3:
+            raise PydanticCustomError(
+                "offload_param",
+                "offload_param needs ZeRO stage 3 (stage is {stage})",
+                {"stage": self.stage},
+            )
+        return self
+
+
+class FSDPOptions(Strict):
+    reshard_after_forward: bool = True
+    cpu_offload: bool = False
+
+
+StrategyType = Literal["ddp", "fsdp", "deepspeed", "auto"]
+
+
+class Strategy(Strict):
+    type: StrategyType = "ddp"
+    deepspeed: DeepSpeedOptions | None = None
+    fsdp: FSDPOptions | None = None
+
+    @model_validator(mode="after")
+    def _options_match_type(self) -> Strategy:
+        # `auto` may carry both: the options of whichever strategy it picks apply.
+        if self.deepspeed is not None and self.type not in ("deepspeed", "auto"):
+            raise PydanticCustomError(
+                "strategy_options",
+                "deepspeed options (ZeRO stage, offload) need strategy.type deepspeed, not {type}",
+                {"type": self.type},
+            )
+        if self.fsdp is not None and self.type not in ("fsdp", "auto"):
+            raise PydanticCustomError(
+                "strategy_options",
+                "fsdp options need strategy.type fsdp, not {type}",
+                {"type": self.type},
+            )
+        return self
+
+
+class ModelInfo(Strict):
+    parameters: float | None = Field(default=None, gt=0, le=1e14)
+
+
+class KeepBest(Strict):
+    metric: ShortStr
+    mode: Literal["min", "max"] = "min"
+
+
+class Checkpoint(Strict):
+    every_steps: int | None = Field(default=None, ge=1)
+    every_minutes: float | None = Field(default=None, gt=0, le=10_080)
+    keep_last: int = Field(default=3, ge=1, le=1000)
+    keep_best: KeepBest | None = None
+    storage: StorageUri | None = Field(
+        default=None, description="s3://bucket/prefix or an absolute path."
+    )
+    resume: NonEmptyStr = Field(default="auto", description="auto, never, or a checkpoint URI.")
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        return None if value is None else _storage_uri(value)
+
+    @field_validator("resume")
+    @classmethod
+    def _resume(cls, value: str) -> str:
+        return value if value in ("auto", "never") else _storage_uri(value)
+
+
+class Retries(Strict):
+    max_restarts: int = Field(default=0, ge=0, le=100)
+    backoff_seconds: float = Field(default=30, ge=0, le=86_400)
+
+
+class Priority(IntEnum):
+    """Stored as a number so queues can order by it."""
+
+    low = 0
+    normal = 50
+    high = 100
+
+
+class Tracking(Strict):
+    experiment: ShortStr | None = None
+    tags: dict[ShortStr, Annotated[str, StringConstraints(max_length=5000)]] = Field(
+        default_factory=dict
+    )
+
+
+class RegisterModel(Strict):
+    name: ModelName
+    alias: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,254}$")] | None = (
+        None
+    )
+
+
+class _JobCommon(Strict):
+    name: JobName
+    project: ProjectName = "default"
+    resources: Resources = Field(default_factory=Resources)
+    strategy: Strategy = Field(default_factory=Strategy)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    model: ModelInfo | None = None
+    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
+    retries: Retries = Field(default_factory=Retries)
+    priority: Literal["low", "normal", "high"] = "normal"
+    max_runtime: Duration | None = Field(default=None, description="For example 24h or 90m.")
+    tracking: Tracking = Field(default_factory=Tracking)
+    register_model: RegisterModel | None = None
+
+    @property
+    def priority_rank(self) -> int:
+        return Priority[self.priority].value
+
+    @property
+    def max_runtime_seconds(self) -> int | None:
+        return None if self.max_runtime is None else parse_duration(self.max_runtime)
+
+
+class TrainSpec(_JobCommon):
+    kind: Literal["train"]
+    entrypoint: Entrypoint
+
+
+# --- fine-tune recipe -----------------------------------------------------------
+
+
+class Dataset(Strict):
+    train: NonEmptyStr
+    eval: NonEmptyStr | None = None
+
+    @field_validator("train", "eval")
+    @classmethod
+    def _paths(cls, value: str | None) -> str | None:
+        return None if value is None else _location(value)
+
+
+class Method(Strict):
+    type: Literal["full", "lora"] = "full"
+    r: int | None = Field(default=None, ge=1, le=1024)
+    alpha: float | None = Field(default=None, gt=0)
+    dropout: float | None = Field(default=None, ge=0, lt=1)
+    target_modules: list[ShortStr] | None = Field(default=None, min_length=1)
+    merge: bool | None = Field(default=None, description="Also register the merged model.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `method: lora` is short for `method: {type: lora}`.
+        return {"type": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _lora_fields_only_for_lora(self) -> Method:
+        lora_only = [
+            n
+            for n in ("r", "alpha", "dropout", "target_modules", "merge")
+            if getattr(self, n) is not None
+        ]
+        if self.type == "full" and lora_only:
+            raise PydanticCustomError(
+                "lora_options",
+                "{fields} only apply to method type lora",
+                {"fields": ", ".join(lora_only)},
+            )
+        if self.type == "lora":
+            self.r = self.r or 8
+            self.alpha = self.alpha or 2.0 * self.r
+            self.dropout = 0.05 if self.dropout is None else self.dropout
+            self.merge = bool(self.merge)
+        return self
+
+
+class Hyperparameters(Strict):
+    learning_rate: float = Field(default=2e-5, gt=0, le=10)
+    max_steps: int | None = Field(default=None, ge=1)
+    epochs: float | None = Field(default=None, gt=0, le=1000)
+    micro_batch_size: int = Field(default=1, ge=1, le=65_536)
+    grad_accum: int = Field(default=1, ge=1, le=65_536)
+    max_seq_len: int = Field(default=512, ge=8, le=1_048_576)
+    warmup_steps: int = Field(default=0, ge=0)
+    weight_decay: float = Field(default=0.0, ge=0, le=1)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    eval_every_steps: int | None = Field(default=None, ge=1)
+    packing: bool = False
+    seed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_length(self) -> Hyperparameters:
+        if self.max_steps is not None and self.epochs is not None:
+            raise PydanticCustomError("training_length", "set max_steps or epochs, not both")
+        if self.max_steps is None and self.epochs is None:
+            self.epochs = 1.0
+        return self
+
+
+class FinetuneSpec(_JobCommon):
+    kind: Literal["finetune"]
+    base_model: NonEmptyStr = Field(description="Local path or s3:// URI of a HF causal LM.")
+    dataset: Dataset
+    method: Method = Field(default_factory=Method)
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+
+    @field_validator("base_model")
+    @classmethod
+    def _base_model(cls, value: str) -> str:
+        return _location(value)
+
+
+JobSpec = Annotated[TrainSpec | FinetuneSpec, Field(discriminator="kind")]
+job_spec_adapter: TypeAdapter[TrainSpec | FinetuneSpec] = TypeAdapter(JobSpec)
+
+SPEC_KINDS = ("train", "finetune")
+
+
+def parse_spec(data: Any) -> TrainSpec | FinetuneSpec:
+    """Validate a decoded spec document; raises pydantic.ValidationError."""
+    return job_spec_adapter.validate_python(data)

@@ -1,0 +1,50 @@
+"""Settings: defaults, refusal of weak secrets, and nothing read at import time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from trainplane.config import Settings
+
+
+def test_embedded_default_is_sqlite_under_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINPLANE_DATABASE_URL", raising=False)
+    monkeypatch.setenv("TRAINPLANE_HOME", str(tmp_path))
+    settings = Settings()
+    assert settings.resolved_database_url == f"sqlite:///{tmp_path}/trainplane.db"
+    assert settings.should_auto_migrate
+
+
+def test_postgres_is_not_migrated_implicitly(monkeypatch):
+    monkeypatch.setenv("TRAINPLANE_DATABASE_URL", "postgresql+psycopg://u@h/db")
+    assert not Settings().should_auto_migrate
+    monkeypatch.setenv("TRAINPLANE_AUTO_MIGRATE", "true")
+    assert Settings().should_auto_migrate
+
+
+@pytest.mark.parametrize("token", ["changeme", "short", "password"])
+def test_weak_bootstrap_tokens_are_refused(monkeypatch, token):
+    monkeypatch.setenv("TRAINPLANE_BOOTSTRAP_TOKEN", token)
+    with pytest.raises(ValidationError, match="TRAINPLANE_BOOTSTRAP_TOKEN"):
+        Settings()
+
+
+def test_a_strong_bootstrap_token_is_kept_secret(monkeypatch):
+    monkeypatch.setenv("TRAINPLANE_BOOTSTRAP_TOKEN", "a-long-random-token-0123456789")
+    settings = Settings()
+    assert "0123456789" not in repr(settings)
+    assert settings.bootstrap_token.get_secret_value().endswith("0123456789")
+
+
+def test_importing_the_app_reads_no_settings():
+    # A broken environment must not break imports: settings are read when an
+    # app or command is built.
+    env = {**os.environ, "TRAINPLANE_BOOTSTRAP_TOKEN": "x", "TRAINPLANE_DB_POOL_SIZE": "zero"}
+    code = "import trainplane.api.app, trainplane.cli.main, trainplane.services.jobs"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
