@@ -1,0 +1,1 @@
+"""Alembic migrations of the job store (installed as ``trainplane.migrations``)."""

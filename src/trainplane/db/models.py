@@ -1,0 +1,160 @@
+"""ORM models: projects, jobs, job attempts, job events and clusters.
+
+A job keeps its full validated spec as a JSON document; the columns next to it
+repeat the few fields that queries filter or order by (status, project, name,
+priority, created time, GPU count), so no query ever reaches into the JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from trainplane.db.base import Base, JSONDocument, UTCDateTime, utcnow
+from trainplane.jobs.states import JobStatus
+
+
+def _in_list(column: str, values: list[str]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+JOB_STATUS_VALUES = [s.value for s in JobStatus]
+ATTEMPT_STATUS_VALUES = [
+    "PENDING",
+    "SUBMITTED",
+    "RUNNING",
+    "SUCCEEDED",
+    "FAILED",
+    "STOPPED",
+    "LOST",
+]
+
+
+class Project(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_in_list("status", JOB_STATUS_VALUES), name="status"),
+        CheckConstraint(_in_list("kind", ["train", "finetune"]), name="kind"),
+        CheckConstraint("gpus >= 1", name="gpus_positive"),
+        # An idempotency key is scoped to whoever submitted it.
+        UniqueConstraint("submitted_by", "idempotency_key"),
+        # Keyset pagination, newest first, optionally within a project or status.
+        Index("ix_jobs_created_at_id", "created_at", "id"),
+        Index("ix_jobs_project_id_created_at_id", "project_id", "created_at", "id"),
+        Index("ix_jobs_status_created_at_id", "status", "created_at", "id"),
+        # The scheduler's queue order.
+        Index("ix_jobs_status_priority_created_at", "status", "priority", "created_at"),
+        Index("ix_jobs_project_id_name_created_at_id", "project_id", "name", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="RESTRICT"))
+    name: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    priority: Mapped[int] = mapped_column(SmallInteger)
+    gpus: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    submitted_by: Mapped[str] = mapped_column(String(255))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
+
+    @property
+    def project_name(self) -> str:
+        return self.project.name
+
+
+class JobAttempt(Base):
+    """One try at running a job; maps to exactly one Ray job whose
+    ``submission_id`` is this attempt's id."""
+
+    __tablename__ = "job_attempts"
+    __table_args__ = (
+        UniqueConstraint("job_id", "number"),
+        CheckConstraint(_in_list("status", ATTEMPT_STATUS_VALUES), name="status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    cluster_id: Mapped[str | None] = mapped_column(
+        ForeignKey("clusters.id", ondelete="SET NULL"), index=True
+    )
+    status: Mapped[str] = mapped_column(String(16), default="PENDING")
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class JobEvent(Base):
+    """A status change of a job, written in the same transaction as the change."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)
+
+    # BIGINT on Postgres; SQLite only auto-increments a plain INTEGER key.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    from_status: Mapped[str | None] = mapped_column(String(16))
+    to_status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(255), default="")
+
+
+class Cluster(Base):
+    """A Ray cluster trainplane may place jobs on, registered by dashboard address."""
+
+    __tablename__ = "clusters"
+    __table_args__ = (
+        CheckConstraint("gpus >= 0", name="gpus_nonnegative"),
+        CheckConstraint("gpus_per_node >= 1", name="gpus_per_node_positive"),
+    )
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    address: Mapped[str] = mapped_column(String(1024))
+    accelerator: Mapped[str] = mapped_column(String(32))
+    gpus: Mapped[int] = mapped_column(Integer)
+    gpus_per_node: Mapped[int] = mapped_column(Integer)
+    gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
+    price_per_gpu_hour: Mapped[float] = mapped_column(Float, default=0.0)
+    labels: Mapped[dict[str, str]] = mapped_column(JSONDocument, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

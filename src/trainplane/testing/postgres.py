@@ -1,0 +1,129 @@
+"""A throwaway PostgreSQL cluster in a temporary folder, listening on 127.0.0.1.
+
+``initdb`` refuses to run as root, so when we are root the cluster is created and
+run as the ``postgres`` system user (Debian's packages create it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from trainplane.testing.net import free_port
+
+
+class PostgresNotAvailable(RuntimeError):
+    pass
+
+
+def _bin_dir() -> Path:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
+    for candidate in reversed(candidates):
+        if Path(candidate, "initdb").exists():
+            return Path(candidate)
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).parent
+    raise PostgresNotAvailable(
+        "PostgreSQL server binaries not found (apt-get install postgresql); "
+        "or set TRAINPLANE_TEST_DATABASE_URL to an existing server"
+    )
+
+
+class ThrowawayPostgres:
+    """Start with :meth:`start`, stop with :meth:`stop` (also a context manager)."""
+
+    def __init__(self) -> None:
+        self.bin = _bin_dir()
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="trainplane-pg-"))
+        self.data = self.root / "data"
+        self.as_root = os.geteuid() == 0
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = list(args)
+        if self.as_root:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        return subprocess.run(command, check=True, capture_output=True, text=True)
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> ThrowawayPostgres:
+        if self.as_root:
+            os.chmod(self.root, 0o755)
+            shutil.chown(self.root, "postgres")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+        )
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=300 -c shared_buffers=256MB"
+        )
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "-o",
+            options,
+            "start",
+        )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with psycopg.connect(self.dsn("postgres"), connect_timeout=2):
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def dsn(self, database: str) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname={database}"
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
+            suffix = f" TEMPLATE {template}" if template else ""
+            conn.execute(f'CREATE DATABASE "{name}"{suffix}')
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self.data.exists():
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> ThrowawayPostgres:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,161 @@
+"""Shared fixtures: real databases (a throwaway PostgreSQL server and SQLite
+files), settings, sessions and the real FastAPI app.
+
+Tests that take ``db_url`` (directly or through ``settings``, ``sessions`` or
+``api``) run once per backend: PostgreSQL always, SQLite too unless marked
+``postgres_only``. ``TRAINPLANE_TEST_BACKENDS=postgres`` (or ``sqlite``) narrows
+that for a quick local run. ``TRAINPLANE_TEST_DATABASE_URL`` points the suite at
+an existing PostgreSQL server instead of starting one; its user must be allowed
+to create databases.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, insert
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainplane.api.app import create_app
+from trainplane.config import Settings
+from trainplane.db import migrate
+from trainplane.db.base import Base, utcnow
+from trainplane.db.engine import make_engine, session_factory
+from trainplane.db.models import Project
+from trainplane.testing.postgres import ThrowawayPostgres
+
+ALL_BACKENDS = ("postgres", "sqlite")
+DEFAULT_PROJECT_ID = "0" * 26
+
+
+def _backends() -> tuple[str, ...]:
+    wanted = os.environ.get("TRAINPLANE_TEST_BACKENDS")
+    if not wanted:
+        return ALL_BACKENDS
+    chosen = tuple(b.strip() for b in wanted.split(",") if b.strip())
+    unknown = set(chosen) - set(ALL_BACKENDS)
+    if unknown:
+        raise pytest.UsageError(f"TRAINPLANE_TEST_BACKENDS: unknown backend(s) {unknown}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        backends = _backends()
+        if metafunc.definition.get_closest_marker("postgres_only"):
+            backends = tuple(b for b in backends if b == "postgres")
+        metafunc.parametrize("backend", backends, scope="session")
+
+
+class PostgresServer:
+    """Where test databases are created: a throwaway server, or an existing one."""
+
+    def __init__(self) -> None:
+        existing = os.environ.get("TRAINPLANE_TEST_DATABASE_URL")
+        self._throwaway = None if existing else ThrowawayPostgres().start()
+        self._admin_url = make_url(existing or self._throwaway.admin_url)  # type: ignore[union-attr]
+
+    def url(self, database: str) -> str:
+        return self._admin_url.set(database=database).render_as_string(hide_password=False)
+
+    def create_database(self, prefix: str = "tp") -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        dsn = self.url("postgres").replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self._throwaway is not None:
+            self._throwaway.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def _migrated_postgres(postgres_server: PostgresServer) -> str:
+    url = postgres_server.create_database("tp_suite")
+    migrate.upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+    migrate.upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def _postgres_engine(_migrated_postgres: str) -> Iterator[Engine]:
+    engine = make_engine(_migrated_postgres, pool_size=20)
+    yield engine
+    engine.dispose()
+
+
+def _reset_postgres(engine: Engine) -> None:
+    tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+        conn.execute(
+            insert(Project).values(
+                id=DEFAULT_PROJECT_ID, name="default", description="", created_at=utcnow()
+            )
+        )
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
+    """A migrated database holding only the default project, fresh for each test."""
+    if backend == "postgres":
+        engine = request.getfixturevalue("_postgres_engine")
+        _reset_postgres(engine)
+        return engine.url.render_as_string(hide_password=False)
+    template = request.getfixturevalue("_sqlite_template")
+    path = tmp_path / "trainplane.db"
+    shutil.copyfile(template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path / "home", database_url=db_url, auto_migrate=False)
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    return session_factory(engine)
+
+
+@pytest.fixture
+def session(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    with sessions() as session:
+        yield session
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[TestClient]:
+    """The real app, over HTTP semantics, in-process."""
+    app = create_app(settings)
+    with TestClient(app) as client:
+        yield client

@@ -1,0 +1,123 @@
+"""Test data: valid specs to mutate, and rows inserted directly (bypassing the
+state machine) for tests that need a job in a given status or at a given time."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert
+from sqlalchemy.orm import Session
+
+from trainplane.db.base import utcnow
+from trainplane.db.models import Job, JobEvent, Project
+from trainplane.ids import new_id
+from trainplane.jobs.spec import parse_spec
+from trainplane.jobs.states import JobStatus
+from trainplane.services.jobs import spec_fingerprint
+
+TRAIN_SPEC: dict[str, Any] = {
+    "kind": "train",
+    "name": "mnist-ddp",
+    "project": "default",
+    "entrypoint": {
+        "function": "train:train_loop",
+        "args": {"epochs": 3},
+        "working_dir": "/srv/code",
+    },
+    "resources": {"gpus": 4, "gpus_per_node": 2, "cpus_per_worker": 2},
+    "strategy": {"type": "fsdp", "fsdp": {"reshard_after_forward": True}},
+    "precision": "bf16",
+    "checkpoint": {"every_steps": 100, "keep_last": 2, "keep_best": {"metric": "eval_loss"}},
+    "retries": {"max_restarts": 2, "backoff_seconds": 5},
+    "priority": "high",
+    "max_runtime": "24h",
+    "tracking": {"experiment": "mnist", "tags": {"team": "vision"}},
+    "register_model": {"name": "mnist-classifier", "alias": "candidate"},
+}
+
+FINETUNE_SPEC: dict[str, Any] = {
+    "kind": "finetune",
+    "name": "tiny-lora",
+    "project": "default",
+    "base_model": "s3://models/tiny-llama",
+    "dataset": {"train": "/data/train.jsonl", "eval": "/data/eval.jsonl"},
+    "method": {"type": "lora", "r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"]},
+    "hyperparameters": {"learning_rate": 1e-4, "max_steps": 50, "micro_batch_size": 2},
+    "resources": {"gpus": 2},
+    "strategy": {"type": "deepspeed", "deepspeed": {"stage": 3, "offload_optimizer": "cpu"}},
+}
+
+
+def train_spec(**overrides: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(TRAIN_SPEC)
+    spec.update(overrides)
+    return spec
+
+
+def finetune_spec(**overrides: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(FINETUNE_SPEC)
+    spec.update(overrides)
+    return spec
+
+
+def make_project(session: Session, name: str) -> Project:
+    project = Project(id=new_id(), name=name, description="", created_at=utcnow())
+    with session.begin():
+        session.add(project)
+    return project
+
+
+def insert_jobs(
+    session: Session,
+    count: int,
+    *,
+    project_id: str = "0" * 26,
+    status: JobStatus = JobStatus.QUEUED,
+    name: str = "job",
+    created_at: datetime | None = None,
+    spec: dict[str, Any] | None = None,
+) -> list[str]:
+    """Insert ``count`` jobs in one statement; returns their ids."""
+    document = parse_spec(spec or train_spec(name=name)).model_dump(mode="json")
+    now = created_at or utcnow()
+    rows = [
+        {
+            "id": new_id(),
+            "project_id": project_id,
+            "name": name,
+            "kind": document["kind"],
+            "status": status.value,
+            "reason": "test",
+            "priority": 50,
+            "gpus": document["resources"]["gpus"],
+            "strategy": document["strategy"]["type"],
+            "spec": document,
+            "spec_hash": spec_fingerprint(document),
+            "submitted_by": "tests",
+            "idempotency_key": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for _ in range(count)
+    ]
+    with session.begin():
+        session.execute(insert(Job), rows)
+    return [r["id"] for r in rows]
+
+
+def make_job(session: Session, *, status: JobStatus = JobStatus.QUEUED, **kwargs: Any) -> Job:
+    (job_id,) = insert_jobs(session, 1, status=status, **kwargs)
+    with session.begin():
+        return session.get_one(Job, job_id)
+
+
+def count_rows(session: Session) -> tuple[int, int]:
+    """(jobs, job events) in the database."""
+    from sqlalchemy import func, select
+
+    with session.begin():
+        jobs = session.scalar(select(func.count()).select_from(Job))
+        events = session.scalar(select(func.count()).select_from(JobEvent))
+    return jobs or 0, events or 0
