@@ -1,0 +1,247 @@
+"""Submitting, reading, listing and cancelling jobs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, insert, literal, select, tuple_
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from trainplane.db.base import utcnow
+from trainplane.db.engine import read_only
+from trainplane.db.models import Job, JobEvent, Project
+from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
+from trainplane.ids import new_id
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.jobs.states import (
+    CANCEL_IMMEDIATELY,
+    CANCEL_VIA_CLUSTER,
+    TERMINAL_STATUSES,
+    JobStatus,
+)
+from trainplane.services.access import Caller
+from trainplane.services.pagination import decode_cursor, encode_cursor
+from trainplane.services.status import record_submission, set_status
+
+QUEUED_REASON = "waiting for the scheduler"
+
+
+def spec_fingerprint(document: dict) -> str:
+    """A hash of the validated spec: equal specs hash equal whatever their key order."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submission:
+    job: Job
+    created: bool  # False when an Idempotency-Key replayed an earlier submission
+
+
+def submit_job(
+    session: Session,
+    caller: Caller,
+    spec: TrainSpec | FinetuneSpec,
+    *,
+    idempotency_key: str | None = None,
+) -> Submission:
+    document = spec.model_dump(mode="json")
+    fingerprint = spec_fingerprint(document)
+    if idempotency_key is not None:
+        with read_only(session):
+            earlier = _replay(session, caller, idempotency_key, fingerprint)
+        if earlier is not None:
+            return Submission(earlier, created=False)
+    now = utcnow()
+    job = Job(
+        id=new_id(),
+        name=spec.name,
+        kind=spec.kind,
+        status=JobStatus.QUEUED.value,
+        reason=QUEUED_REASON,
+        priority=spec.priority_rank,
+        gpus=spec.resources.gpus,
+        strategy=spec.strategy.type,
+        spec=document,
+        spec_hash=fingerprint,
+        submitted_by=caller.subject,
+        idempotency_key=idempotency_key,
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        with session.begin():
+            job.project = _insert_job(session, caller, job, spec.project)
+            record_submission(session, job, actor=caller.subject)
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+        # Another request with the same key won the race; answer as it did.
+        with read_only(session):
+            earlier = _replay(session, caller, idempotency_key, fingerprint)
+        if earlier is None:
+            raise
+        return Submission(earlier, created=False)
+    return Submission(job, created=True)
+
+
+def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -> Project:
+    """Insert ``job`` into the project named ``project_name`` that the caller may
+    use, resolving the project inside the INSERT: submissions are the hot path,
+    and this saves a round trip. ``job`` stays a plain (transient) object that
+    carries the inserted values back to the caller."""
+    table = Job.__table__
+    values = {
+        column.key: getattr(job, column.key)
+        for column in table.columns
+        if column.key != "project_id" and getattr(job, column.key) is not None
+    }
+    source = select(
+        *(literal(value, table.c[key].type) for key, value in values.items()), Project.id
+    ).where(Project.name == project_name, caller.scope(Project.id))
+    project_id = session.scalar(
+        insert(Job).from_select([*values, "project_id"], source).returning(Job.project_id)
+    )
+    if project_id is None:
+        raise InvalidInputError(
+            "project",
+            f"no project named '{project_name}' that you can submit to; create it with "
+            "POST /v1/projects",
+        )
+    job.project_id = project_id
+    return Project(id=project_id, name=project_name)
+
+
+def _replay(session: Session, caller: Caller, key: str, fingerprint: str) -> Job | None:
+    earlier = session.scalar(
+        select(Job).where(Job.submitted_by == caller.subject, Job.idempotency_key == key)
+    )
+    if earlier is None:
+        return None
+    if earlier.spec_hash != fingerprint:
+        raise ConflictError(
+            f"Idempotency-Key '{key}' was already used for job {earlier.id} with a "
+            "different spec; use a new key for a new job"
+        )
+    return earlier
+
+
+def _load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool = False) -> Job:
+    query = select(Job).where(Job.id == job_id, caller.scope(Job.project_id))
+    if for_update:
+        query = query.with_for_update(of=Job)
+    job = session.scalar(query)
+    if job is None:
+        raise NotFoundError(f"no job with id '{job_id}'")
+    return job
+
+
+def get_job(session: Session, caller: Caller, job_id: str) -> Job:
+    with read_only(session):
+        return _load_job(session, caller, job_id)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    statuses: Sequence[JobStatus] = ()
+    project: str | None = None
+    name: str | None = None
+
+
+# What a job list shows: plain rows, no ORM objects and no spec document, because
+# list pages are the most frequent read.
+SUMMARY_COLUMNS = (
+    Job.id,
+    Job.name,
+    Project.name.label("project_name"),
+    Job.kind,
+    Job.status,
+    Job.reason,
+    Job.priority,
+    Job.gpus,
+    Job.strategy,
+    Job.submitted_by,
+    Job.created_at,
+    Job.updated_at,
+    Job.started_at,
+    Job.finished_at,
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Row[Any]]  # SUMMARY_COLUMNS
+    next_cursor: str | None
+
+
+def list_jobs(
+    session: Session, caller: Caller, filters: JobFilter, *, limit: int, cursor: str | None
+) -> Page:
+    query = (
+        select(*SUMMARY_COLUMNS)
+        .join(Project, Project.id == Job.project_id)
+        .where(caller.scope(Job.project_id))
+    )
+    if filters.project:
+        # A subquery, not a filter on the joined name: with the id known up
+        # front the planner walks the (project_id, ..., created_at, id) index in
+        # page order instead of sorting every match.
+        project_id = select(Project.id).where(Project.name == filters.project)
+        query = query.where(Job.project_id == project_id.scalar_subquery())
+    if filters.statuses:
+        query = query.where(Job.status.in_([s.value for s in filters.statuses]))
+    if filters.name:
+        query = query.where(Job.name == filters.name)
+    if cursor:
+        created_at, job_id = decode_cursor(cursor)
+        query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created_at, job_id))
+    query = query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+    with read_only(session):
+        rows = list(session.execute(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
+    return Page(rows, next_cursor)
+
+
+def cancel_job(session: Session, caller: Caller, job_id: str) -> Job:
+    """QUEUED and RESTARTING jobs end at once; live attempts go through
+    CANCELLING until the cluster confirms; a repeated cancel changes nothing."""
+    with session.begin():
+        job = _load_job(session, caller, job_id, for_update=True)
+        status = JobStatus(job.status)
+        if status in TERMINAL_STATUSES:
+            raise ConflictError(f"job {job_id} already ended as {status}; nothing to cancel")
+        if status in CANCEL_IMMEDIATELY:
+            set_status(
+                session,
+                job,
+                JobStatus.CANCELLED,
+                reason=f"cancelled by {caller.subject}",
+                actor=caller.subject,
+            )
+        elif status in CANCEL_VIA_CLUSTER:
+            set_status(
+                session,
+                job,
+                JobStatus.CANCELLING,
+                reason=f"cancel requested by {caller.subject}; stopping the attempt",
+                actor=caller.subject,
+            )
+    return job
+
+
+def list_events(
+    session: Session, caller: Caller, job_id: str, *, limit: int, after: int | None
+) -> list[JobEvent]:
+    with read_only(session):
+        _load_job(session, caller, job_id)
+        query = select(JobEvent).where(JobEvent.job_id == job_id)
+        if after is not None:
+            query = query.where(JobEvent.id > after)
+        return list(session.scalars(query.order_by(JobEvent.id).limit(limit)))

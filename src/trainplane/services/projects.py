@@ -1,0 +1,41 @@
+"""Projects: the unit of tenancy every job, quota and token belongs to."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from trainplane.db.base import utcnow
+from trainplane.db.engine import read_only
+from trainplane.db.models import Project
+from trainplane.errors import ConflictError, NotFoundError
+from trainplane.ids import new_id
+from trainplane.services.access import Caller
+
+
+def create_project(
+    session: Session, caller: Caller, *, name: str, description: str = ""
+) -> Project:
+    project = Project(id=new_id(), name=name, description=description, created_at=utcnow())
+    try:
+        with session.begin():
+            session.add(project)
+    except IntegrityError:
+        raise ConflictError(f"a project named '{name}' already exists") from None
+    return project
+
+
+def list_projects(session: Session, caller: Caller) -> list[Project]:
+    with read_only(session):
+        rows = session.scalars(
+            select(Project).where(caller.scope(Project.id)).order_by(Project.name)
+        )
+        return list(rows)
+
+
+def get_project(session: Session, caller: Caller, name: str) -> Project:
+    project = session.scalar(select(Project).where(Project.name == name))
+    if project is None or not caller.may_use(project.id):
+        raise NotFoundError(f"no project named '{name}'")
+    return project

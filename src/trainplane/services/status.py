@@ -1,0 +1,76 @@
+"""The one place a job's status changes, and the one place job events are written.
+
+:func:`set_status` checks the transition table, updates the row only if its
+status is still what the caller read (so two writers cannot both win), and adds
+the ``job_events`` row in the caller's transaction: the change and its event
+commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
+
+from trainplane.db.base import utcnow
+from trainplane.db.models import Job, JobEvent
+from trainplane.errors import InvalidTransitionError, StaleStateError
+from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus, is_allowed
+
+
+def record_submission(session: Session, job: Job, *, actor: str) -> JobEvent:
+    """The first event of a job: it entered the queue."""
+    event = JobEvent(
+        job_id=job.id,
+        created_at=job.created_at,
+        from_status=None,
+        to_status=JobStatus.QUEUED.value,
+        reason=f"submitted by {actor}",
+        message="",
+        actor=actor,
+    )
+    session.add(event)
+    return event
+
+
+def set_status(
+    session: Session,
+    job: Job,
+    target: JobStatus,
+    *,
+    reason: str,
+    message: str = "",
+    actor: str = "",
+) -> JobEvent:
+    current = JobStatus(job.status)
+    if not is_allowed(current, target):
+        raise InvalidTransitionError(f"job {job.id} cannot go from {current} to {target}")
+    now = utcnow()
+    values: dict[str, object] = {"status": target.value, "reason": reason, "updated_at": now}
+    if target is JobStatus.RUNNING and job.started_at is None:
+        values["started_at"] = now
+    if target in TERMINAL_STATUSES:
+        values["finished_at"] = now
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status == current.value)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise StaleStateError(f"job {job.id} changed while going from {current} to {target}")
+    for key, value in values.items():
+        # Mirror the UPDATE on the loaded object without marking it dirty (which
+        # would make the next flush write an unconditional second UPDATE).
+        set_committed_value(job, key, value)
+    event = JobEvent(
+        job_id=job.id,
+        created_at=now,
+        from_status=current.value,
+        to_status=target.value,
+        reason=reason,
+        message=message,
+        actor=actor,
+    )
+    session.add(event)
+    return event

@@ -1,0 +1,78 @@
+"""Every (from, to) pair through the one status setter, on every backend:
+allowed pairs change the status and write exactly one event; the others raise
+and write nothing."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sqlalchemy import select, update
+
+from tests.factories import count_rows, make_job
+from trainplane.db.models import Job, JobEvent
+from trainplane.errors import InvalidTransitionError, StaleStateError
+from trainplane.jobs.states import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, JobStatus
+from trainplane.services.status import set_status
+
+PAIRS = list(itertools.product(JobStatus, JobStatus))
+
+
+@pytest.mark.parametrize(("current", "target"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_transition_pair(session, current, target):
+    job_id = make_job(session, status=current).id
+    allowed = target in ALLOWED_TRANSITIONS[current]
+    if allowed:
+        with session.begin():
+            job = session.get_one(Job, job_id)
+            event = set_status(session, job, target, reason="because", actor="tester")
+        assert (event.from_status, event.to_status) == (current.value, target.value)
+    else:
+        with pytest.raises(InvalidTransitionError), session.begin():
+            set_status(session, session.get_one(Job, job_id), target, reason="because")
+
+    session.expunge_all()
+    with session.begin():
+        stored = session.get_one(Job, job_id)
+        events = list(session.scalars(select(JobEvent).where(JobEvent.job_id == job_id)))
+    if allowed:
+        assert stored.status == target.value
+        assert stored.reason == "because"
+        assert len(events) == 1
+        assert (events[0].from_status, events[0].to_status, events[0].actor) == (
+            current.value,
+            target.value,
+            "tester",
+        )
+        assert (stored.finished_at is not None) == (target in TERMINAL_STATUSES)
+        if target is JobStatus.RUNNING:
+            assert stored.started_at is not None
+    else:
+        assert stored.status == current.value
+        assert stored.reason == "test"
+        assert events == []
+
+
+def test_a_concurrent_change_wins_and_the_stale_writer_writes_nothing(session, sessions):
+    job = make_job(session, status=JobStatus.QUEUED)
+    with session.begin():
+        mine = session.get_one(Job, job.id)  # read as QUEUED
+        # Another writer moves the job on before we write.
+        with sessions() as other, other.begin():
+            other.execute(update(Job).where(Job.id == job.id).values(status="CANCELLED"))
+        with pytest.raises(StaleStateError):
+            set_status(session, mine, JobStatus.STARTING, reason="placed")
+        session.rollback()
+    assert count_rows(session) == (1, 0)
+
+
+def test_event_and_status_roll_back_together(session):
+    job_id = make_job(session, status=JobStatus.QUEUED).id
+    with pytest.raises(RuntimeError), session.begin():
+        loaded = session.get_one(Job, job_id)
+        set_status(session, loaded, JobStatus.STARTING, reason="placed")
+        raise RuntimeError("crash before commit")
+    session.expunge_all()
+    with session.begin():
+        assert session.get_one(Job, job_id).status == "QUEUED"
+    assert count_rows(session) == (1, 0)
