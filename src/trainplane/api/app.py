@@ -1,0 +1,91 @@
+"""Builds the FastAPI application from Settings (``create_app``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from trainplane import __version__
+from trainplane.api import problems
+from trainplane.api.routes import health, jobs, projects
+from trainplane.config import Settings
+from trainplane.db import migrate
+from trainplane.db.engine import engine_from_settings, session_factory
+
+log = logging.getLogger(__name__)
+
+# Specs are small; anything bigger is a mistake or an attack.
+MAX_BODY_BYTES = 1 << 20
+
+
+class BodySizeLimit:
+    """Refuses bodies over ``max_bytes`` before they are read: by their
+    Content-Length, or, for chunked uploads, as soon as the count passes it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            await problems.problem(413, self.detail)(scope, receive, send)
+            return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                # An HTTPException passes through the body parser untouched and
+                # becomes a problem response like any other.
+                raise HTTPException(413, self.detail)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+    @property
+    def detail(self) -> str:
+        return f"request body over {self.max_bytes} bytes"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    database_url = settings.resolved_database_url
+    if settings.should_auto_migrate:
+        migrate.upgrade(database_url)
+    engine = engine_from_settings(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="trainplane",
+        version=__version__,
+        description="Multi-GPU training and fine-tune jobs on Ray clusters.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessions = session_factory(engine)
+    app.state.schema_heads = migrate.head_revisions(database_url)
+
+    problems.install(app)
+
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.include_router(health.router)
+    app.include_router(projects.router)
+    app.include_router(jobs.router)
+    return app

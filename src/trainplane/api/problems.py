@@ -1,0 +1,178 @@
+"""The one map from exceptions to HTTP responses (RFC 9457 problem+json).
+
+Service errors map by class; request validation errors become 422 with every
+offending field named by its dotted path (``resources.gpus``); a database that
+cannot be reached is 503 with Retry-After; anything else is a 500 that logs the
+traceback and shows none of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException
+
+from trainplane.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    TrainplaneError,
+)
+from trainplane.jobs.spec import SPEC_KINDS
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_SECONDS = 5
+
+STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
+    NotFoundError: 404,
+    ConflictError: 409,
+    InvalidInputError: 422,
+}
+
+_TITLES = {
+    400: "Bad request",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Request too large",
+    415: "Unsupported media type",
+    422: "Invalid request",
+    500: "Internal error",
+    503: "Service unavailable",
+}
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+    type: str
+
+
+class Problem(BaseModel):
+    """An error response, as application/problem+json."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+def problem(
+    status: int,
+    detail: str,
+    *,
+    errors: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(title=_TITLES.get(status, "Error"), status=status, detail=detail, errors=errors)
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        source = parts.pop(0)
+        # A tagged union puts the tag ("train") into the location; users never
+        # wrote it, so drop it.
+        if source == "body" and parts and parts[0] in SPEC_KINDS:
+            parts.pop(0)
+        if source != "body" and not parts:
+            return source
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "body"
+
+
+def _describe(error: dict[str, Any]) -> FieldError:
+    kind = error["type"]
+    field = _field_path(tuple(error["loc"]))
+    message = error["msg"]
+    if kind == "json_invalid":
+        position = error["loc"][-1] if len(error["loc"]) > 1 else "?"
+        reason = error.get("ctx", {}).get("error", "malformed")
+        field, message = "body", f"invalid JSON at character {position}: {reason}"
+    elif kind == "union_tag_not_found":
+        field, message = "kind", "kind is required: one of " + ", ".join(SPEC_KINDS)
+    elif kind == "union_tag_invalid":
+        field = "kind"
+        given = error["input"].get("kind") if isinstance(error["input"], dict) else None
+        message = f"kind must be one of {', '.join(SPEC_KINDS)}, not {given!r}"
+    elif kind == "extra_forbidden":
+        message = "unknown field (not part of the spec)"
+    elif kind.startswith("value_error"):
+        message = message.removeprefix("Value error, ")
+    return FieldError(field=field, message=message, type=kind)
+
+
+def validation_problem(errors: list[dict[str, Any]]) -> JSONResponse:
+    described = [_describe(e) for e in errors]
+    detail = "; ".join(f"{e.field}: {e.message}" for e in described[:5])
+    if len(described) > 5:
+        detail += f"; and {len(described) - 5} more"
+    return problem(422, detail, errors=described)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(TrainplaneError)
+    async def _domain(_: Request, exc: TrainplaneError) -> JSONResponse:
+        status = next((code for cls, code in STATUS_BY_ERROR.items() if isinstance(exc, cls)), 500)
+        if isinstance(exc, InvalidInputError):
+            return problem(
+                status,
+                exc.detail,
+                errors=[FieldError(field=exc.field, message=exc.message, type="invalid")],
+            )
+        return problem(status, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_problem(list(exc.errors()))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(PoolTimeoutError)
+    async def _database_down(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", exc)
+        return problem(
+            503,
+            "the database is unavailable; retry shortly",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return await _database_down(request, exc)
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem(500, "internal error; the server log has the details")
+
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": title}
+    for code, title in (
+        (404, "Not found"),
+        (409, "Conflict"),
+        (422, "Invalid request"),
+        (503, "Database unavailable"),
+    )
+}

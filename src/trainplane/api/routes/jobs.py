@@ -1,0 +1,94 @@
+"""``/v1/jobs``: submit, list, read, cancel, and the event history."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Query, Response
+
+from trainplane.api.deps import CallerDep, SessionDep
+from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.schemas import (
+    EventList,
+    EventOut,
+    JobOut,
+    JobPage,
+    JobSummary,
+    json_response,
+)
+from trainplane.jobs.spec import JobName, JobSpec, ProjectName
+from trainplane.jobs.states import JobStatus
+from trainplane.services import jobs as job_service
+from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Retrying with the same key and spec returns the first job; "
+        "the same key with another spec is 409.",
+    ),
+]
+
+
+@router.post("", status_code=201, response_model=JobOut)
+def submit_job(
+    spec: Annotated[JobSpec, Body(description="A job spec, as in DESIGN.md.")],
+    session: SessionDep,
+    caller: CallerDep,
+    idempotency_key: IdempotencyKey = None,
+) -> Response:
+    submission = job_service.submit_job(session, caller, spec, idempotency_key=idempotency_key)
+    headers = {"Location": f"/v1/jobs/{submission.job.id}"}
+    if not submission.created:
+        headers["Idempotent-Replayed"] = "true"
+    return json_response(
+        JobOut.from_row(submission.job), 201 if submission.created else 200, headers
+    )
+
+
+@router.get("", response_model=JobPage)
+def list_jobs(
+    session: SessionDep,
+    caller: CallerDep,
+    status: Annotated[list[JobStatus] | None, Query(description="Repeat to match several.")] = None,
+    project: Annotated[ProjectName | None, Query()] = None,
+    name: Annotated[JobName | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response:
+    filters = job_service.JobFilter(statuses=status or (), project=project, name=name)
+    page = job_service.list_jobs(session, caller, filters, limit=limit, cursor=cursor)
+    return json_response(
+        JobPage(items=[JobSummary.from_row(j) for j in page.items], next_cursor=page.next_cursor)
+    )
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
+    return json_response(JobOut.from_row(job_service.get_job(session, caller, job_id)))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
+    return json_response(JobOut.from_row(job_service.cancel_job(session, caller, job_id)))
+
+
+@router.get("/{job_id}/events", response_model=EventList)
+def list_events(
+    job_id: str,
+    session: SessionDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+    after: Annotated[int | None, Query(ge=0, description="Event id to continue after.")] = None,
+) -> Response:
+    events = job_service.list_events(session, caller, job_id, limit=limit, after=after)
+    next_after = events[-1].id if len(events) == limit else None
+    return json_response(
+        EventList(items=[EventOut.from_row(e) for e in events], next_after=next_after)
+    )
