@@ -1,0 +1,147 @@
+"""The CLI against a real ``trainplane server`` process on each backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainplane.cli.main import app
+from trainplane.testing.server import ServerProcess
+
+SPEC = {
+    "kind": "train",
+    "name": "cli-job",
+    "entrypoint": {"command": ["python", "train.py"], "working_dir": "code"},
+    "resources": {"gpus": 2},
+    "checkpoint": {"storage": "ckpt"},
+}
+
+
+@pytest.fixture
+def server(settings, tmp_path):
+    env = {
+        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
+        "TRAINPLANE_HOME": str(tmp_path / "home"),
+    }
+    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
+        yield process
+
+
+@pytest.fixture
+def cli(server):
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(app, ["--url", server.url, *args], catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    return path
+
+
+def test_submit_prints_the_job_id_and_resolves_relative_paths(cli, spec_file):
+    result = cli("submit", str(spec_file))
+    assert result.exit_code == 0, result.output
+    job_id = result.stdout.strip()
+    assert len(job_id) == 26
+    shown = json.loads(cli("jobs", "get", job_id, "--json").stdout)
+    assert shown["status"] == "QUEUED"
+    assert shown["spec"]["entrypoint"]["working_dir"] == str(spec_file.parent / "code")
+    assert shown["spec"]["checkpoint"]["storage"] == str(spec_file.parent / "ckpt")
+
+
+def test_submit_json_file_with_overrides(cli, tmp_path):
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(SPEC))
+    result = cli("submit", str(path), "--set", "resources.gpus=4", "--set", "strategy.type=fsdp")
+    assert result.exit_code == 0, result.output
+    job = json.loads(cli("jobs", "get", result.stdout.strip(), "--json").stdout)
+    assert (job["gpus"], job["strategy"]) == (4, "fsdp")
+
+
+def test_invalid_spec_exits_2_naming_the_field(cli, spec_file):
+    result = cli("submit", str(spec_file), "--set", "resources.gpus=0")
+    assert result.exit_code == 2
+    assert "resources.gpus" in result.stderr
+    assert json.loads(cli("jobs", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("kind: [unclosed", "not valid YAML"), ("- a list", "must hold a mapping")],
+)
+def test_unreadable_spec_files_exit_2(cli, tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    result = cli("submit", str(path))
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_missing_file_exits_2(cli, tmp_path):
+    result = cli("submit", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 2
+    assert "cannot read" in result.stderr
+
+
+def test_idempotency_key_from_the_cli(cli, spec_file):
+    first = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7").stdout.strip()
+    second = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7").stdout.strip()
+    assert first == second
+    clash = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7", "--set", "name=other")
+    assert clash.exit_code == 1
+    assert "409" in clash.stderr
+
+
+def test_list_cancel_and_events(cli, spec_file):
+    ids = [cli("submit", str(spec_file)).stdout.strip() for _ in range(3)]
+    listing = cli("jobs", "list")
+    assert all(job_id in listing.stdout for job_id in ids)
+    assert cli("jobs", "cancel", ids[0]).exit_code == 0
+    assert "CANCELLED" in cli("jobs", "get", ids[0]).stdout
+    again = cli("jobs", "cancel", ids[0])
+    assert again.exit_code == 1 and "409" in again.stderr
+    events = cli("jobs", "events", ids[0]).stdout
+    assert "QUEUED" in events and "CANCELLED" in events
+    queued = json.loads(cli("jobs", "list", "--status", "queued", "--json").stdout)
+    assert {j["id"] for j in queued} == set(ids[1:])
+    paged = json.loads(cli("jobs", "list", "--limit", "1", "--all", "--json").stdout)
+    assert [j["id"] for j in paged] == list(reversed(ids))
+
+
+def test_submit_wait_gives_up_after_timeout_with_exit_1(cli, spec_file):
+    result = cli("submit", str(spec_file), "--wait", "--timeout", "1")
+    assert result.exit_code == 1
+    assert "gave up waiting" in result.stderr
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["--url", "http://127.0.0.1:9", "jobs", "list"])
+    assert result.exit_code == 1
+    assert "cannot reach trainplane" in result.stderr
+
+
+def test_the_installed_command_runs(server, spec_file):
+    """The console script itself, as a user runs it (env configuration)."""
+    env = {**os.environ, "TRAINPLANE_URL": server.url}
+    trainplane = Path(sys.executable).with_name("trainplane")
+    result = subprocess.run(
+        [trainplane, "submit", str(spec_file)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.strip()) == 26
