@@ -98,6 +98,20 @@ def test_oversized_body_is_413(api, session):
     assert count_rows(session) == (0, 0)
 
 
+def test_oversized_chunked_body_is_413(api, session):
+    # No Content-Length: the limit must hold while the body streams in.
+    def chunks():
+        yield b'{"kind": "train", "name": "x", "tracking": {"tags": {"a": "'
+        for _ in range(300):
+            yield b"x" * 4096
+        yield b'"}}}'
+
+    response = api.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert count_rows(session) == (0, 0)
+
+
 def test_idempotent_resubmission_returns_the_same_job(api, session):
     headers = {"Idempotency-Key": "build-1234"}
     first = api.post("/v1/jobs", json=train_spec(), headers=headers)

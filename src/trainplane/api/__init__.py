@@ -1,6 +1,6 @@
 """The HTTP API (FastAPI): thin routes over ``trainplane.services``.
 
 Routes parse input, call one service function and shape the response. They get
-the caller, the session and the settings through the dependencies in ``deps``;
+the caller and the session through the dependencies in ``deps``;
 errors become problem+json through the single map in ``problems``.
 """

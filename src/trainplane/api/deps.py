@@ -1,4 +1,4 @@
-"""Request dependencies: the database session, the settings and the caller.
+"""Request dependencies: the database session and the caller.
 
 They are ``async def`` on purpose: none of them blocks, and FastAPI runs plain
 ``def`` dependencies through the thread pool, a hop each per request. The
@@ -13,12 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from trainplane.config import Settings
 from trainplane.services.access import Caller
-
-
-async def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -35,5 +30,4 @@ async def get_caller(request: Request) -> Caller:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
 CallerDep = Annotated[Caller, Depends(get_caller)]

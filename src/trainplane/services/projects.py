@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Project
-from trainplane.errors import ConflictError, NotFoundError
+from trainplane.errors import ConflictError
 from trainplane.ids import new_id
 from trainplane.services.access import Caller
 
@@ -32,10 +32,3 @@ def list_projects(session: Session, caller: Caller) -> list[Project]:
             select(Project).where(caller.scope(Project.id)).order_by(Project.name)
         )
         return list(rows)
-
-
-def get_project(session: Session, caller: Caller, name: str) -> Project:
-    project = session.scalar(select(Project).where(Project.name == name))
-    if project is None or not caller.may_use(project.id):
-        raise NotFoundError(f"no project named '{name}'")
-    return project
