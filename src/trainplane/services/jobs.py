@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, insert, literal, select, tuple_
+from sqlalchemy import Insert, Row, bindparam, insert, select, tuple_
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -90,23 +91,41 @@ def submit_job(
     return Submission(job, created=True)
 
 
-def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -> Project:
-    """Insert ``job`` into the project named ``project_name`` that the caller may
-    use, resolving the project inside the INSERT: submissions are the hot path,
-    and this saves a round trip. ``job`` stays a plain (transient) object that
-    carries the inserted values back to the caller."""
+# Columns a new job is inserted with; the rest (project_id, started_at,
+# finished_at) come from the project lookup or stay NULL.
+_INSERTED_COLUMNS = tuple(
+    c.key for c in Job.__table__.columns if c.key not in ("project_id", "started_at", "finished_at")
+)
+
+
+@functools.cache
+def _insert_job_statement(scoped: bool) -> Insert:
+    """INSERT .. SELECT that resolves the project inside the statement: one round
+    trip instead of two on the hottest write path. Built once per shape, so
+    each submission only binds values."""
     table = Job.__table__
-    values = {
-        column.key: getattr(job, column.key)
-        for column in table.columns
-        if column.key != "project_id" and getattr(job, column.key) is not None
-    }
-    source = select(
-        *(literal(value, table.c[key].type) for key, value in values.items()), Project.id
-    ).where(Project.name == project_name, caller.scope(Project.id))
-    project_id = session.scalar(
-        insert(Job).from_select([*values, "project_id"], source).returning(Job.project_id)
+    project = select(
+        *(bindparam(key, type_=table.c[key].type) for key in _INSERTED_COLUMNS), Project.id
+    ).where(Project.name == bindparam("project_name"))
+    if scoped:
+        project = project.where(Project.id.in_(bindparam("allowed_project_ids", expanding=True)))
+    return (
+        insert(table)
+        .from_select([*_INSERTED_COLUMNS, "project_id"], project)
+        .returning(table.c.project_id)
     )
+
+
+def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -> Project:
+    """Insert ``job`` into the project named ``project_name`` if the caller may
+    use it. ``job`` stays a transient object that carries the inserted values
+    back to the caller; the returned Project is likewise a value, not a row."""
+    params: dict[str, Any] = {key: getattr(job, key) for key in _INSERTED_COLUMNS}
+    params["project_name"] = project_name
+    if caller.project_ids is not None:
+        params["allowed_project_ids"] = list(caller.project_ids)
+    statement = _insert_job_statement(caller.project_ids is not None)
+    project_id = session.execute(statement, params).scalar()
     if project_id is None:
         raise InvalidInputError(
             "project",

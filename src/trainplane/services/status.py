@@ -8,7 +8,7 @@ commit together or not at all.
 
 from __future__ import annotations
 
-from sqlalchemy import update
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -18,9 +18,17 @@ from trainplane.errors import InvalidTransitionError, StaleStateError
 from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus, is_allowed
 
 
+def _write_event(session: Session, **values: object) -> JobEvent:
+    # A plain INSERT rather than session.add(): events are write-once, and the
+    # unit of work costs more than the statement on the submission path.
+    session.execute(insert(JobEvent.__table__), values)
+    return JobEvent(**values)
+
+
 def record_submission(session: Session, job: Job, *, actor: str) -> JobEvent:
     """The first event of a job: it entered the queue."""
-    event = JobEvent(
+    return _write_event(
+        session,
         job_id=job.id,
         created_at=job.created_at,
         from_status=None,
@@ -29,8 +37,6 @@ def record_submission(session: Session, job: Job, *, actor: str) -> JobEvent:
         message="",
         actor=actor,
     )
-    session.add(event)
-    return event
 
 
 def set_status(
@@ -63,7 +69,8 @@ def set_status(
         # Mirror the UPDATE on the loaded object without marking it dirty (which
         # would make the next flush write an unconditional second UPDATE).
         set_committed_value(job, key, value)
-    event = JobEvent(
+    return _write_event(
+        session,
         job_id=job.id,
         created_at=now,
         from_status=current.value,
@@ -72,5 +79,3 @@ def set_status(
         message=message,
         actor=actor,
     )
-    session.add(event)
-    return event
