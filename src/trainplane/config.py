@@ -38,6 +38,26 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1)
     db_statement_timeout_ms: int = Field(default=15_000, ge=100)
 
+    # Scheduler.
+    scheduler_interval_seconds: float = Field(default=0.5, gt=0, description="Loop period.")
+    scheduler_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often each live attempt's Ray job is looked at."
+    )
+    scheduler_lease_seconds: float = Field(default=30.0, gt=0)
+    scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")
+    scheduler_threads: int = Field(default=8, ge=1, description="Concurrent cluster calls.")
+    cluster_probe_seconds: float = Field(default=5.0, gt=0)
+    cluster_lost_after_seconds: float = Field(
+        default=60.0, gt=0, description="Silence after which a cluster's attempts are lost."
+    )
+    advertise_url: str | None = Field(
+        default=None,
+        description="This API's address as clusters reach it (TRAINPLANE_URL of runs).",
+    )
+    local_slots: int | None = Field(
+        default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
+    )
+
     @field_validator("bootstrap_token")
     @classmethod
     def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:

@@ -30,7 +30,7 @@ def test_readyz_is_503_when_the_schema_is_not_migrated(tmp_path):
 
 
 def test_readyz_is_503_when_the_database_is_unreachable(tmp_path):
-    from trainplane.testing.net import free_port
+    from trainplane.net import free_port
 
     url = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none"
     settings = Settings(home=tmp_path, database_url=url, auto_migrate=False)

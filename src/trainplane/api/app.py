@@ -12,7 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane import __version__
 from trainplane.api import problems
-from trainplane.api.routes import health, jobs, projects
+from trainplane.api.routes import clusters, health, jobs, projects
+from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.sessions = session_factory(engine)
     app.state.schema_heads = migrate.head_revisions(database_url)
+    app.state.ray_clusters = RayClusters()
 
     problems.install(app)
 
@@ -88,4 +90,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(projects.router)
     app.include_router(jobs.router)
+    app.include_router(clusters.router)
     return app

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic_core import PydanticCustomError
 from sqlalchemy import Row
 
 from trainplane.db.models import Job, JobEvent, Project
 from trainplane.jobs.spec import Priority, ProjectName
-from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
+from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
+from trainplane.services.clusters import ClusterView
+from trainplane.services.jobs import AttemptRow, JobDetail
+from trainplane.services.queue import QueueView
 
 
 class ProjectCreate(BaseModel):
@@ -43,6 +47,9 @@ class JobSummary(BaseModel):
     kind: str
     status: JobStatus
     reason: str = Field(description="Why the job is in its status, in words.")
+    queue_position: int | None = Field(
+        default=None, description="For QUEUED jobs: 1 is next in line."
+    )
     terminal: bool
     priority: str
     gpus: int
@@ -54,15 +61,17 @@ class JobSummary(BaseModel):
     finished_at: datetime | None
 
     @classmethod
-    def fields_of(cls, row: Job | Row[Any]) -> dict[str, Any]:
-        """From a Job, or a row of ``trainplane.services.jobs.SUMMARY_COLUMNS``."""
+    def fields_of(cls, row: Job | Row[Any], queue: QueueView | None) -> dict[str, Any]:
+        """From a Job, or a row of ``trainplane.services.jobs.SUMMARY_COLUMNS``,
+        with the live queue view of a QUEUED job."""
         return {
             "id": row.id,
             "name": row.name,
             "project": row.project_name,
             "kind": row.kind,
             "status": row.status,
-            "reason": row.reason,
+            "reason": queue.reason if queue else row.reason,
+            "queue_position": queue.position if queue else None,
             "terminal": JobStatus(row.status) in TERMINAL_STATUSES,
             "priority": Priority(row.priority).name,
             "gpus": row.gpus,
@@ -75,16 +84,55 @@ class JobSummary(BaseModel):
         }
 
     @classmethod
-    def from_row(cls, row: Job | Row[Any]) -> JobSummary:
-        return cls(**cls.fields_of(row))
+    def from_row(cls, row: Job | Row[Any], queue: QueueView | None = None) -> JobSummary:
+        return cls(**cls.fields_of(row, queue))
+
+
+class AttemptOut(BaseModel):
+    number: int
+    id: str = Field(description="Also the Ray job's submission id.")
+    status: AttemptStatus
+    cluster: str | None
+    reason: str
+    exit_code: int | None
+    created_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: AttemptRow) -> AttemptOut:
+        a = row.attempt
+        return cls(
+            number=a.number,
+            id=a.id,
+            status=a.status,
+            cluster=row.cluster_name,
+            reason=a.reason,
+            exit_code=a.exit_code,
+            created_at=a.created_at,
+            submitted_at=a.submitted_at,
+            started_at=a.started_at,
+            finished_at=a.finished_at,
+        )
 
 
 class JobOut(JobSummary):
     spec: dict[str, Any] = Field(description="The validated spec, with defaults filled in.")
+    attempts: list[AttemptOut] = Field(default_factory=list)
 
     @classmethod
-    def from_row(cls, row: Job) -> JobOut:
-        return cls(**cls.fields_of(row), spec=row.spec)
+    def from_detail(cls, detail: JobDetail) -> JobOut:
+        return cls(
+            **cls.fields_of(detail.job, detail.queue),
+            spec=detail.job.spec,
+            attempts=[AttemptOut.from_row(a) for a in detail.attempts],
+        )
+
+    @classmethod
+    def from_new(cls, job: Job) -> JobOut:
+        """A job just submitted: queued, no attempts yet."""
+        return cls(**cls.fields_of(job, None), spec=job.spec)
 
 
 class JobPage(BaseModel):
@@ -142,3 +190,91 @@ def json_response(
         media_type="application/json",
         headers=headers,
     )
+
+
+ClusterName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?$"),
+    Field(description="Lowercase letters, digits, '-' and '_'; 1-63 characters."),
+]
+
+
+class ClusterCreate(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: ClusterName
+    address: Annotated[
+        str,
+        StringConstraints(pattern=r"^https?://[^\s/]+(?::\d+)?/?$", max_length=1024),
+        Field(description="The Ray dashboard address, e.g. http://ray-head:8265."),
+    ]
+    accelerator: Annotated[
+        str,
+        StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,32}$"),
+        Field(description="cpu, or the GPU type: H100, H200, A10, ..."),
+    ] = "cpu"
+    gpus: int = Field(ge=1, le=1_000_000, description="Total accelerators (cpu: worker slots).")
+    gpus_per_node: int | None = Field(default=None, ge=1, le=64, description="Default: gpus.")
+    gpu_memory_gb: float | None = Field(default=None, gt=0, le=10_000)
+    price_per_gpu_hour: float = Field(default=0.0, ge=0, le=10_000)
+    labels: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=63)],
+        Annotated[str, StringConstraints(max_length=256)],
+    ] = Field(default_factory=dict, max_length=64)
+
+    @model_validator(mode="after")
+    def _whole_nodes(self) -> ClusterCreate:
+        if self.accelerator.lower() == "cpu":
+            self.accelerator = "cpu"
+        per_node = self.gpus_per_node or self.gpus
+        if self.gpus % per_node:
+            raise PydanticCustomError(
+                "gpus_per_node",
+                "gpus ({gpus}) must be a multiple of gpus_per_node ({per_node})",
+                {"gpus": self.gpus, "per_node": per_node},
+            )
+        self.gpus_per_node = per_node
+        return self
+
+
+class ClusterOut(BaseModel):
+    id: str
+    name: str
+    address: str
+    accelerator: str
+    gpus: int
+    gpus_per_node: int
+    gpu_memory_gb: float | None
+    price_per_gpu_hour: float
+    labels: dict[str, str]
+    status: str = Field(description="READY, UNREACHABLE, or UNKNOWN until first checked.")
+    status_message: str
+    checked_at: datetime | None
+    gpus_in_use: int
+    live_attempts: int
+    created_at: datetime
+
+    @classmethod
+    def from_view(cls, view: ClusterView) -> ClusterOut:
+        c = view.cluster
+        return cls(
+            id=c.id,
+            name=c.name,
+            address=c.address,
+            accelerator=c.accelerator,
+            gpus=c.gpus,
+            gpus_per_node=c.gpus_per_node,
+            gpu_memory_gb=c.gpu_memory_gb,
+            price_per_gpu_hour=c.price_per_gpu_hour,
+            labels=c.labels,
+            status=c.status,
+            status_message=c.status_message,
+            checked_at=c.checked_at,
+            gpus_in_use=view.gpus_in_use,
+            live_attempts=view.live_attempts,
+            created_at=c.created_at,
+        )
+
+
+class ClusterList(BaseModel):
+    items: list[ClusterOut]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -35,15 +37,42 @@ class ApiClient:
             raise ApiError(0, f"cannot reach trainplane at {self.url}: {exc}") from None
         if response.is_success:
             return response.json() if response.content else None
+        self._raise(response)
+
+    @staticmethod
+    def _raise(response: httpx.Response) -> None:
         try:
             body = response.json()
-            raise ApiError(
-                response.status_code, body.get("detail", response.text), body.get("errors")
-            )
         except ValueError:
             raise ApiError(
                 response.status_code, response.text.strip() or response.reason_phrase
             ) from None
+        raise ApiError(response.status_code, body.get("detail", response.text), body.get("errors"))
+
+    @contextmanager
+    def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[Iterator[str]]:
+        """The response's lines, read as they arrive, with no read timeout."""
+        try:
+            with self._http.stream(
+                method, path, timeout=httpx.Timeout(10.0, read=None), **kwargs
+            ) as response:
+                if not response.is_success:
+                    response.read()
+                    self._raise(response)
+                yield response.iter_lines()
+        except httpx.TransportError as exc:
+            raise ApiError(0, f"cannot reach trainplane at {self.url}: {exc}") from None
+
+    def text(self, path: str, **params: Any) -> str:
+        try:
+            response = self._http.get(
+                path, params={k: v for k, v in params.items() if v is not None}
+            )
+        except httpx.TransportError as exc:
+            raise ApiError(0, f"cannot reach trainplane at {self.url}: {exc}") from None
+        if not response.is_success:
+            self._raise(response)
+        return response.text
 
     def get(self, path: str, **params: Any) -> Any:
         return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})

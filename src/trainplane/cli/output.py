@@ -47,9 +47,17 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
 def print_job(job: dict[str, Any]) -> None:
     for key in ("id", "name", "project", "kind", "status", "reason", "priority", "submitted_by"):
         typer.echo(f"{key + ':':14}{job[key]}")
+    if job.get("queue_position"):
+        typer.echo(f"{'queue:':14}position {job['queue_position']}")
     typer.echo(f"{'resources:':14}{job['gpus']} GPUs, {job['strategy']}")
     for key in ("created_at", "started_at", "finished_at"):
         typer.echo(f"{key + ':':14}{_when(job[key])}")
+    for attempt in job.get("attempts", []):
+        code = "" if attempt["exit_code"] is None else f", exit code {attempt['exit_code']}"
+        typer.echo(
+            f"{'attempt ' + str(attempt['number']) + ':':14}{attempt['status']} on "
+            f"{attempt['cluster'] or '-'}{code} {attempt['reason']}".rstrip()
+        )
     typer.echo("spec:")
     typer.echo(json.dumps(job["spec"], indent=2))
 

@@ -65,8 +65,6 @@ class Job(Base):
         Index("ix_jobs_created_at_id", "created_at", "id"),
         Index("ix_jobs_project_id_created_at_id", "project_id", "created_at", "id"),
         Index("ix_jobs_status_created_at_id", "status", "created_at", "id"),
-        # The scheduler's queue order.
-        Index("ix_jobs_status_priority_created_at", "status", "priority", "created_at"),
         Index("ix_jobs_project_id_name_created_at_id", "project_id", "name", "created_at", "id"),
     )
 
@@ -78,6 +76,10 @@ class Job(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     priority: Mapped[int] = mapped_column(SmallInteger)
     gpus: Mapped[int] = mapped_column(Integer)
+    # Placement reads these for every queued job, so they live beside the spec.
+    gpus_per_node: Mapped[int | None] = mapped_column(Integer)
+    gpu_type: Mapped[str | None] = mapped_column(String(64))
+    max_runtime_seconds: Mapped[int | None] = mapped_column(Integer)
     strategy: Mapped[str] = mapped_column(String(16))
     spec: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     spec_hash: Mapped[str] = mapped_column(String(64))
@@ -87,12 +89,18 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When a RESTARTING job's backoff ends and it may be queued again.
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
 
     @property
     def project_name(self) -> str:
         return self.project.name
+
+
+# The queue order (services.placement.queue_order) as one index walk.
+Index("ix_jobs_queue_order", Job.status, Job.priority.desc(), Job.created_at, Job.id)
 
 
 class JobAttempt(Base):
@@ -103,6 +111,7 @@ class JobAttempt(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "number"),
         CheckConstraint(_in_list("status", ATTEMPT_STATUS_VALUES), name="status"),
+        Index("ix_job_attempts_status_lease_expires_at", "status", "lease_expires_at"),
     )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
@@ -115,8 +124,19 @@ class JobAttempt(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    submitted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The last time the cluster answered about this attempt.
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Why trainplane asked the cluster to stop it (cancel, max_runtime), if it did.
+    stop_reason: Mapped[str | None] = mapped_column(String(32))
+    # The end of the attempt's log, kept once it ends: clusters forget.
+    log_tail: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # A scheduler works on an attempt only while it holds its lease; results
+    # are applied only where the token still matches.
+    lease_token: Mapped[str | None] = mapped_column(String(32))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class JobEvent(Base):
@@ -156,5 +176,9 @@ class Cluster(Base):
     gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
     price_per_gpu_hour: Mapped[float] = mapped_column(Float, default=0.0)
     labels: Mapped[dict[str, str]] = mapped_column(JSONDocument, default=dict)
+    # READY, UNREACHABLE or UNKNOWN (not checked yet), from the scheduler's probe.
+    status: Mapped[str] = mapped_column(String(16), default="UNKNOWN", server_default="UNKNOWN")
+    status_message: Mapped[str] = mapped_column(Text, default="", server_default="")
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

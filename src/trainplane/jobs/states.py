@@ -49,3 +49,20 @@ CANCEL_VIA_CLUSTER: frozenset[JobStatus] = frozenset({S.STARTING, S.RUNNING})
 
 def is_allowed(current: JobStatus, target: JobStatus) -> bool:
     return target in ALLOWED_TRANSITIONS[current]
+
+
+class AttemptStatus(StrEnum):
+    """One try at running a job, mirroring its Ray job."""
+
+    PENDING = "PENDING"  # placed; the Ray job may or may not exist yet
+    SUBMITTED = "SUBMITTED"  # Ray accepted it
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"  # stopped on request (cancel, max_runtime)
+    LOST = "LOST"  # the cluster stopped answering about it, or forgot it
+
+
+LIVE_ATTEMPT_STATUSES: frozenset[AttemptStatus] = frozenset(
+    {AttemptStatus.PENDING, AttemptStatus.SUBMITTED, AttemptStatus.RUNNING}
+)

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Job, JobEvent, Project
+from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
+from trainplane.jobs.placement import ClusterState, Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import (
     CANCEL_IMMEDIATELY,
@@ -27,6 +28,7 @@ from trainplane.jobs.states import (
 )
 from trainplane.services.access import Caller
 from trainplane.services.pagination import decode_cursor, encode_cursor
+from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_submission, set_status
 
 QUEUED_REASON = "waiting for the scheduler"
@@ -53,11 +55,12 @@ def submit_job(
 ) -> Submission:
     document = spec.model_dump(mode="json")
     fingerprint = spec_fingerprint(document)
-    if idempotency_key is not None:
-        with read_only(session):
+    with read_only(session):
+        if idempotency_key is not None:
             earlier = _replay(session, caller, idempotency_key, fingerprint)
-        if earlier is not None:
-            return Submission(earlier, created=False)
+            if earlier is not None:
+                return Submission(earlier, created=False)
+        _check_some_cluster_can_hold(session, spec)
     now = utcnow()
     job = Job(
         id=new_id(),
@@ -67,6 +70,9 @@ def submit_job(
         reason=QUEUED_REASON,
         priority=spec.priority_rank,
         gpus=spec.resources.gpus,
+        gpus_per_node=spec.resources.gpus_per_node,
+        gpu_type=spec.resources.gpu_type,
+        max_runtime_seconds=spec.max_runtime_seconds,
         strategy=spec.strategy.type,
         spec=document,
         spec_hash=fingerprint,
@@ -94,7 +100,9 @@ def submit_job(
 # Columns a new job is inserted with; the rest (project_id, started_at,
 # finished_at) come from the project lookup or stay NULL.
 _INSERTED_COLUMNS = tuple(
-    c.key for c in Job.__table__.columns if c.key not in ("project_id", "started_at", "finished_at")
+    c.key
+    for c in Job.__table__.columns
+    if c.key not in ("project_id", "started_at", "finished_at", "next_attempt_at")
 )
 
 
@@ -136,6 +144,46 @@ def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -
     return Project(id=project_id, name=project_name)
 
 
+def _check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
+    """A job no registered cluster could ever run is refused now, with the
+    numbers, rather than queued forever. With no cluster registered yet, jobs
+    wait for one."""
+    resources = spec.resources
+    demand = Demand("new", resources.gpus, resources.gpus_per_node, resources.gpu_type)
+    clusters = [
+        ClusterState(
+            id=c.id,
+            name=c.name,
+            accelerator=c.accelerator,
+            gpus=c.gpus,
+            gpus_per_node=c.gpus_per_node,
+        )
+        for c in session.execute(
+            select(
+                Cluster.id, Cluster.name, Cluster.accelerator, Cluster.gpus, Cluster.gpus_per_node
+            ).order_by(Cluster.name)
+        )
+    ]
+    reason = never_fits_reason(demand, clusters)
+    if reason is None:
+        return
+    typed = [
+        c
+        for c in clusters
+        if not demand.gpu_type or c.accelerator.lower() == demand.gpu_type.lower()
+    ]
+    field = (
+        "resources.gpu_type"
+        if not typed
+        else (
+            "resources.gpus_per_node"
+            if demand.gpus_per_node and all(demand.gpus <= c.gpus for c in typed)
+            else "resources.gpus"
+        )
+    )
+    raise InvalidInputError(field, reason)
+
+
 def _replay(session: Session, caller: Caller, key: str, fingerprint: str) -> Job | None:
     earlier = session.scalar(
         select(Job).where(Job.submitted_by == caller.subject, Job.idempotency_key == key)
@@ -150,7 +198,7 @@ def _replay(session: Session, caller: Caller, key: str, fingerprint: str) -> Job
     return earlier
 
 
-def _load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool = False) -> Job:
+def load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool = False) -> Job:
     query = select(Job).where(Job.id == job_id, caller.scope(Job.project_id))
     if for_update:
         query = query.with_for_update(of=Job)
@@ -160,9 +208,32 @@ def _load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool
     return job
 
 
-def get_job(session: Session, caller: Caller, job_id: str) -> Job:
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt: JobAttempt
+    cluster_name: str | None
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    job: Job
+    attempts: list[AttemptRow]
+    queue: QueueView | None  # for QUEUED jobs: position and why it waits
+
+
+def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
     with read_only(session):
-        return _load_job(session, caller, job_id)
+        job = load_job(session, caller, job_id)
+        attempts = [
+            AttemptRow(attempt, cluster_name)
+            for attempt, cluster_name in session.execute(
+                select(JobAttempt, Cluster.name)
+                .outerjoin(Cluster, Cluster.id == JobAttempt.cluster_id)
+                .where(JobAttempt.job_id == job_id)
+                .order_by(JobAttempt.number)
+            )
+        ]
+        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id))
 
 
 @dataclass(frozen=True)
@@ -183,6 +254,8 @@ SUMMARY_COLUMNS = (
     Job.reason,
     Job.priority,
     Job.gpus,
+    Job.gpus_per_node,
+    Job.gpu_type,
     Job.strategy,
     Job.submitted_by,
     Job.created_at,
@@ -196,6 +269,7 @@ SUMMARY_COLUMNS = (
 class Page:
     items: list[Row[Any]]  # SUMMARY_COLUMNS
     next_cursor: str | None
+    queue: dict[str, QueueView]
 
 
 def list_jobs(
@@ -222,17 +296,18 @@ def list_jobs(
     query = query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
     with read_only(session):
         rows = list(session.execute(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        queue = queue_views(session, rows)
     next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
-    return Page(rows, next_cursor)
+    return Page(rows, next_cursor, queue)
 
 
-def cancel_job(session: Session, caller: Caller, job_id: str) -> Job:
+def cancel_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
     """QUEUED and RESTARTING jobs end at once; live attempts go through
     CANCELLING until the cluster confirms; a repeated cancel changes nothing."""
     with session.begin():
-        job = _load_job(session, caller, job_id, for_update=True)
+        job = load_job(session, caller, job_id, for_update=True)
         status = JobStatus(job.status)
         if status in TERMINAL_STATUSES:
             raise ConflictError(f"job {job_id} already ended as {status}; nothing to cancel")
@@ -252,14 +327,14 @@ def cancel_job(session: Session, caller: Caller, job_id: str) -> Job:
                 reason=f"cancel requested by {caller.subject}; stopping the attempt",
                 actor=caller.subject,
             )
-    return job
+    return get_job(session, caller, job_id)
 
 
 def list_events(
     session: Session, caller: Caller, job_id: str, *, limit: int, after: int | None
 ) -> list[JobEvent]:
     with read_only(session):
-        _load_job(session, caller, job_id)
+        load_job(session, caller, job_id)
         query = select(JobEvent).where(JobEvent.job_id == job_id)
         if after is not None:
             query = query.where(JobEvent.id > after)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from trainplane.testing.net import free_port
+from trainplane.net import free_port
 
 
 class PostgresNotAvailable(RuntimeError):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from trainplane.testing.net import free_port
+from trainplane.net import free_port
 
 
 class ServerProcess:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Query, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import PROBLEM_RESPONSES
@@ -19,6 +20,7 @@ from trainplane.api.schemas import (
 from trainplane.jobs.spec import JobName, JobSpec, ProjectName
 from trainplane.jobs.states import JobStatus
 from trainplane.services import jobs as job_service
+from trainplane.services import logs as log_service
 from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
@@ -48,7 +50,11 @@ def submit_job(
     if not submission.created:
         headers["Idempotent-Replayed"] = "true"
     return json_response(
-        JobOut.from_row(submission.job), 201 if submission.created else 200, headers
+        JobOut.from_new(submission.job)
+        if submission.created
+        else JobOut.from_detail(job_service.get_job(session, caller, submission.job.id)),
+        201 if submission.created else 200,
+        headers,
     )
 
 
@@ -65,18 +71,21 @@ def list_jobs(
     filters = job_service.JobFilter(statuses=status or (), project=project, name=name)
     page = job_service.list_jobs(session, caller, filters, limit=limit, cursor=cursor)
     return json_response(
-        JobPage(items=[JobSummary.from_row(j) for j in page.items], next_cursor=page.next_cursor)
+        JobPage(
+            items=[JobSummary.from_row(j, page.queue.get(j.id)) for j in page.items],
+            next_cursor=page.next_cursor,
+        )
     )
 
 
 @router.get("/{job_id}", response_model=JobOut)
 def get_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
-    return json_response(JobOut.from_row(job_service.get_job(session, caller, job_id)))
+    return json_response(JobOut.from_detail(job_service.get_job(session, caller, job_id)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
-    return json_response(JobOut.from_row(job_service.cancel_job(session, caller, job_id)))
+    return json_response(JobOut.from_detail(job_service.cancel_job(session, caller, job_id)))
 
 
 @router.get("/{job_id}/events", response_model=EventList)
@@ -92,3 +101,34 @@ def list_events(
     return json_response(
         EventList(items=[EventOut.from_row(e) for e in events], next_after=next_after)
     )
+
+
+@router.get(
+    "/{job_id}/logs",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}},
+)
+def get_logs(
+    job_id: str,
+    request: Request,
+    session: SessionDep,
+    caller: CallerDep,
+    follow: Annotated[
+        bool, Query(description="Stream every attempt's log as server-sent events until the end.")
+    ] = False,
+    attempt: Annotated[int | None, Query(ge=1, description="Default: the latest.")] = None,
+) -> Response:
+    """The log of one attempt (plain text), or with ``follow=true`` all of them,
+    live, as ``text/event-stream`` events ``status``, ``attempt``, ``log``, ``end``."""
+    clusters = request.app.state.ray_clusters
+    state = log_service.log_state(session, caller, job_id)  # 404s before streaming starts
+    if follow:
+        stream = log_service.follow_job_logs(request.app.state.sessions, caller, job_id, clusters)
+        return StreamingResponse(
+            stream,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    chosen = log_service.pick_attempt(state, attempt)
+    text = log_service.read_attempt_log(chosen, clusters) if chosen else ""
+    return PlainTextResponse(text)

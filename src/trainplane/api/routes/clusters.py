@@ -1,0 +1,36 @@
+"""``/v1/clusters``: the Ray clusters jobs are placed on."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from trainplane.api.deps import CallerDep, SessionDep
+from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.schemas import (
+    ClusterCreate,
+    ClusterList,
+    ClusterOut,
+    ClusterView,
+    json_response,
+)
+from trainplane.services import clusters as cluster_service
+
+router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=PROBLEM_RESPONSES)
+
+
+@router.post("", status_code=201, response_model=ClusterOut)
+def register_cluster(body: ClusterCreate, session: SessionDep, caller: CallerDep) -> Response:
+    cluster = cluster_service.register_cluster(session, caller, **body.model_dump())
+    return json_response(ClusterOut.from_view(ClusterView(cluster, 0, 0)), 201)
+
+
+@router.get("", response_model=ClusterList)
+def list_clusters(session: SessionDep, caller: CallerDep) -> Response:
+    views = cluster_service.list_clusters(session, caller)
+    return json_response(ClusterList(items=[ClusterOut.from_view(v) for v in views]))
+
+
+@router.delete("/{name}", status_code=204)
+def remove_cluster(name: str, session: SessionDep, caller: CallerDep) -> Response:
+    cluster_service.remove_cluster(session, caller, name)
+    return Response(status_code=204)

@@ -1,0 +1,141 @@
+"""The embedded Ray cluster of ``trainplane up``: a single-node Ray head that
+trainplane starts, watches and stops by PID.
+
+The head runs ``ray start --head --block`` from this virtual environment, with
+the environment's ``bin`` first on PATH so job entrypoints find the same python
+(and trainplane). It is tied to its parent: if trainplane dies, the kernel kills
+``ray start``, whose reaper then takes the rest of Ray down with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from trainplane.net import free_port
+from trainplane.runtime.processes import die_with_parent
+
+
+class LocalRayError(RuntimeError):
+    pass
+
+
+class LocalRayHead:
+    def __init__(self, state_dir: Path, *, slots: int, log_path: Path | None = None) -> None:
+        self.state_dir = state_dir
+        self.slots = slots
+        self.gcs_port = free_port()
+        self.dashboard_port = free_port()
+        self.log_path = log_path or state_dir / "ray-head.log"
+        self.pid_file = state_dir / "ray-head.pid"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def temp_dir(self) -> Path:
+        # Ray puts unix sockets under its temp dir; their paths must stay short.
+        return self.state_dir / "ray"
+
+    def start(self, timeout: float = 120) -> LocalRayHead:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._stop_leftover()
+        bindir = Path(sys.executable).parent
+        env = {
+            **os.environ,
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "RAY_TMPDIR": str(self.temp_dir),
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
+        command = [
+            str(bindir / "ray"),
+            "start",
+            "--head",
+            "--block",
+            f"--port={self.gcs_port}",
+            f"--dashboard-port={self.dashboard_port}",
+            "--dashboard-host=127.0.0.1",
+            "--node-ip-address=127.0.0.1",
+            f"--num-cpus={self.slots}",
+            "--num-gpus=0",
+            f"--temp-dir={self.temp_dir}",
+            "--disable-usage-stats",
+        ]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        self.pid_file.write_text(str(self.process.pid))
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise LocalRayError(
+                    f"ray start exited with {self.process.returncode}; see {self.log_path}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.address}/api/version", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.3)
+        self.stop()
+        raise LocalRayError(f"the local Ray head was not ready after {timeout:.0f}s")
+
+    def _stop_leftover(self) -> None:
+        """A head left behind by a trainplane that was killed: stop it by its PID."""
+        try:
+            pid = int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+            _wait_gone(pid, 15)
+            os.killpg(pid, signal.SIGKILL)
+        self.pid_file.unlink(missing_ok=True)
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            # SIGTERM lets `ray start --block` stop its raylet, GCS and dashboard.
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.pid_file.unlink(missing_ok=True)
+        self.process = None
+
+    def __enter__(self) -> LocalRayHead:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)

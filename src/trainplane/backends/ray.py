@@ -1,0 +1,170 @@
+"""A registered Ray cluster, seen through the Ray Jobs API.
+
+Each attempt is one Ray job whose ``submission_id`` is the attempt id, so a
+launch repeated after a crash finds the Ray job that already exists instead of
+starting a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class ClusterUnreachable(Exception):
+    """The cluster did not answer; the caller decides when that means lost."""
+
+
+class LaunchRejected(Exception):
+    """The cluster refused the job for a reason retrying will not change."""
+
+
+@dataclass(frozen=True)
+class RayJobState:
+    status: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED
+    message: str
+    exit_code: int | None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+class RayCluster:
+    """Thin, thread-safe wrapper over ``JobSubmissionClient`` for one address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address.rstrip("/")
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _jobs(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                from ray.job_submission import JobSubmissionClient
+
+                try:
+                    self._client = JobSubmissionClient(self.address)
+                except Exception as exc:  # connection refused, timeouts, bad versions
+                    raise ClusterUnreachable(f"{self.address}: {_short(exc)}") from None
+            return self._client
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        client = self._jobs()
+        try:
+            return getattr(client, method)(*args, **kwargs)
+        except RuntimeError:
+            raise  # HTTP-level answers; callers interpret them
+        except Exception as exc:  # requests' connection errors and the like
+            with self._lock:
+                self._client = None  # reconnect next time
+            raise ClusterUnreachable(f"{self.address}: {_short(exc)}") from None
+
+    def submit(
+        self,
+        submission_id: str,
+        *,
+        entrypoint: str,
+        runtime_env: dict[str, Any],
+        entrypoint_resources: dict[str, float],
+        metadata: dict[str, str],
+    ) -> bool:
+        """Start the attempt's Ray job. False if it was already submitted."""
+        try:
+            self._call(
+                "submit_job",
+                entrypoint=entrypoint,
+                submission_id=submission_id,
+                runtime_env=runtime_env,
+                metadata=metadata,
+                entrypoint_num_cpus=entrypoint_resources.get("CPU", 0),
+                entrypoint_num_gpus=entrypoint_resources.get("GPU", 0),
+            )
+            return True
+        except RuntimeError as exc:
+            text = str(exc)
+            if "already exists" in text:
+                return False
+            if _client_error(text):
+                raise LaunchRejected(_short(exc)) from None
+            # 5xx such as "No available agent to submit job, please try again
+            # later" while a head is starting: try again on the next look.
+            raise ClusterUnreachable(_short(exc)) from None
+        except (ValueError, TypeError) as exc:  # e.g. a runtime_env Ray cannot package
+            raise LaunchRejected(_short(exc)) from None
+
+    def state(self, submission_id: str) -> RayJobState | None:
+        """The Ray job's state, or None if the cluster has no such job."""
+        try:
+            info = self._call("get_job_info", submission_id)
+        except RuntimeError as exc:
+            if "does not exist" in str(exc):
+                return None
+            raise ClusterUnreachable(_short(exc)) from None
+        return RayJobState(
+            status=str(info.status.value if hasattr(info.status, "value") else info.status),
+            message=info.message or "",
+            exit_code=info.driver_exit_code,
+        )
+
+    def stop(self, submission_id: str) -> None:
+        """Ask Ray to stop the job; a job that does not exist is already stopped."""
+        try:
+            self._call("stop_job", submission_id)
+        except RuntimeError as exc:
+            if "does not exist" not in str(exc):
+                raise ClusterUnreachable(_short(exc)) from None
+
+    def logs(self, submission_id: str) -> str | None:
+        try:
+            return strip_ansi(self._call("get_job_logs", submission_id))
+        except RuntimeError as exc:
+            if "does not exist" in str(exc):
+                return None
+            raise ClusterUnreachable(_short(exc)) from None
+
+    async def follow_logs(self, submission_id: str) -> AsyncIterator[str]:
+        """Log text as it is written, until the Ray job ends."""
+        client = self._jobs()
+        async for chunk in client.tail_job_logs(submission_id):
+            yield strip_ansi(chunk)
+
+
+_STATUS = re.compile(r"status code (\d{3})")
+
+
+def _client_error(text: str) -> bool:
+    """A 4xx answer: the request itself is wrong, and repeating it will not help."""
+    match = _STATUS.search(text)
+    return bool(match) and 400 <= int(match.group(1)) < 500
+
+
+def _short(exc: BaseException, limit: int = 500) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class RayClusters:
+    """One RayCluster per address, shared by the scheduler's threads."""
+
+    def __init__(self) -> None:
+        self._clusters: dict[str, RayCluster] = {}
+        self._lock = threading.Lock()
+
+    def get(self, address: str) -> RayCluster:
+        with self._lock:
+            if address not in self._clusters:
+                self._clusters[address] = RayCluster(address)
+            return self._clusters[address]

@@ -1,0 +1,85 @@
+"""``clusters add|list|remove`` and ``projects list|create``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from trainplane.cli.common import State, call, fail
+
+clusters_app = typer.Typer(no_args_is_help=True, help="Ray clusters jobs run on.")
+projects_app = typer.Typer(no_args_is_help=True, help="Projects jobs belong to.")
+
+
+@clusters_app.command("add")
+def clusters_add(
+    name: str,
+    address: Annotated[str, typer.Option(help="Ray dashboard address, http://host:8265.")],
+    gpus: Annotated[int, typer.Option(help="Total accelerators (cpu: worker slots).")],
+    accelerator: Annotated[str, typer.Option(help="cpu, H100, H200, A10, ...")] = "cpu",
+    gpus_per_node: Annotated[int | None, typer.Option(help="Default: all on one node.")] = None,
+    gpu_memory_gb: Annotated[float | None, typer.Option(help="Memory of one GPU.")] = None,
+    price_per_gpu_hour: Annotated[float, typer.Option(help="For cost accounting.")] = 0.0,
+    label: Annotated[list[str] | None, typer.Option(help="key=value (repeatable).")] = None,
+) -> None:
+    """Register a Ray cluster."""
+    labels = {}
+    for item in label or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise fail(f"--label {item!r}: expected key=value", 2)
+        labels[key] = value
+    body = {
+        "name": name,
+        "address": address,
+        "accelerator": accelerator,
+        "gpus": gpus,
+        "gpus_per_node": gpus_per_node,
+        "gpu_memory_gb": gpu_memory_gb,
+        "price_per_gpu_hour": price_per_gpu_hour,
+        "labels": labels,
+    }
+    cluster = call(State.client().post, "/v1/clusters", body)
+    typer.echo(cluster["id"])
+
+
+@clusters_app.command("list")
+def clusters_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List clusters with their capacity and use."""
+    items = call(State.client().get, "/v1/clusters")["items"]
+    if as_json:
+        typer.echo(json.dumps(items, indent=2))
+        return
+    for c in items:
+        typer.echo(
+            f"{c['name']}\t{c['status']}\t{c['accelerator']}\t"
+            f"{c['gpus_in_use']}/{c['gpus']} in use\t{c['address']}"
+        )
+
+
+@clusters_app.command("remove")
+def clusters_remove(name: str) -> None:
+    """Unregister a cluster (refused while attempts run on it)."""
+    call(State.client().request, "DELETE", f"/v1/clusters/{name}")
+    typer.echo(f"cluster {name} removed")
+
+
+@projects_app.command("list")
+def projects_list() -> None:
+    """List projects."""
+    for project in call(State.client().get, "/v1/projects")["items"]:
+        typer.echo(f"{project['name']}\t{project['description']}")
+
+
+@projects_app.command("create")
+def projects_create(
+    name: str,
+    description: Annotated[str, typer.Option(help="What the project is for.")] = "",
+) -> None:
+    """Create a project."""
+    project = call(State.client().post, "/v1/projects", {"name": name, "description": description})
+    typer.echo(project["id"])

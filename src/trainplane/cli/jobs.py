@@ -1,0 +1,170 @@
+"""``submit`` and ``jobs list|get|cancel|events|logs``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainplane.cli.client import ApiClient, ApiError
+from trainplane.cli.common import TERMINAL, State, call, fail, say
+from trainplane.cli.follow import follow_logs
+from trainplane.cli.output import print_events, print_job, print_jobs
+from trainplane.cli.specfile import SpecFileError, load_spec_file
+
+jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
+
+
+def submit(
+    file: Annotated[Path, typer.Argument(help="Job spec, YAML or JSON.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a field: --set resources.gpus=4 (repeatable)."),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option(help="Resubmitting with the same key returns the same job.")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option(help="Wait for the job to end; exit 0 only if it SUCCEEDED.")
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option(help="Print the job's logs until it ends (implies --wait).")
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up waiting after this many seconds.")
+    ] = None,
+) -> None:
+    """Submit a job; prints its id."""
+    try:
+        spec = load_spec_file(file, set_ or [])
+    except SpecFileError as exc:
+        raise fail(str(exc), 2) from None
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    client = State.client()
+    job = call(client.post, "/v1/jobs", spec, headers=headers)
+    typer.echo(job["id"])
+    say(f"job {job['id']} ({job['name']}) {job['status']}: {job['reason']}")
+    if follow:
+        final = call(follow_logs, client, job["id"])
+        _report_end(client, job["id"], final)
+    if wait:
+        final = _wait_for(client, job, timeout)
+        _report_end(client, job["id"], final)
+
+
+def _report_end(client: ApiClient, job_id: str, final: dict[str, Any]) -> None:
+    say(f"job {job_id} {final['status']}: {final['reason']}")
+    say(f"logs: trainplane jobs logs {job_id}   events: trainplane jobs events {job_id}")
+    raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
+
+
+def _wait_for(client: ApiClient, job: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    seen = (job["status"], job["reason"])
+    while job["status"] not in TERMINAL:
+        if deadline is not None and time.monotonic() > deadline:
+            raise fail(f"gave up waiting after {timeout:g}s; job {job['id']} is {job['status']}")
+        time.sleep(1.0)
+        job = call(client.get, f"/v1/jobs/{job['id']}")
+        if (job["status"], job["reason"]) != seen:
+            seen = (job["status"], job["reason"])
+            say(f"job {job['id']} {job['status']}: {job['reason']}")
+    return job
+
+
+@jobs_app.command("list")
+def jobs_list(
+    status: Annotated[
+        list[str] | None, typer.Option(help="Only these statuses (repeatable).")
+    ] = None,
+    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
+    name: Annotated[str | None, typer.Option(help="Only jobs with this name.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="Jobs per page.")] = 50,
+    all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List jobs, newest first."""
+    client = State.client()
+    params: dict[str, Any] = {"project": project, "name": name, "limit": limit}
+    if status:
+        params["status"] = [s.upper() for s in status]
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = call(client.get, "/v1/jobs", **params, cursor=cursor)
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if not all_pages or not cursor:
+            break
+    if as_json:
+        typer.echo(json.dumps(items, indent=2))
+    else:
+        print_jobs(items)
+        if cursor:
+            say("more jobs: use --all")
+
+
+@jobs_app.command("get")
+def jobs_get(
+    job_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show one job."""
+    job = call(State.client().get, f"/v1/jobs/{job_id}")
+    if as_json:
+        typer.echo(json.dumps(job, indent=2))
+    else:
+        print_job(job)
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(job_id: str) -> None:
+    """Cancel a job (QUEUED jobs end at once; running ones are stopped)."""
+    job = call(State.client().post, f"/v1/jobs/{job_id}/cancel")
+    typer.echo(f"job {job['id']} {job['status']}: {job['reason']}")
+
+
+@jobs_app.command("events")
+def jobs_events(
+    job_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a job's status history."""
+    client = State.client()
+    events: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = call(client.get, f"/v1/jobs/{job_id}/events", after=after)
+        events += page["items"]
+        after = page["next_after"]
+        if after is None:
+            break
+    if as_json:
+        typer.echo(json.dumps(events, indent=2))
+    else:
+        print_events(events)
+
+
+@jobs_app.command("logs")
+def jobs_logs(
+    job_id: str,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream every attempt's log until the job ends.")
+    ] = False,
+    attempt: Annotated[
+        int | None, typer.Option(min=1, help="Attempt number (default: latest).")
+    ] = None,
+) -> None:
+    """Print a job's log."""
+    client = State.client()
+    if follow:
+        try:
+            final = follow_logs(client, job_id)
+        except ApiError as exc:
+            raise fail(str(exc)) from None
+        say(f"job {job_id} {final['status']}: {final['reason']}")
+        raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
+    typer.echo(call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt), nl=False)

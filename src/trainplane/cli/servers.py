@@ -1,0 +1,87 @@
+"""Verbs that run the server side here: ``server``, ``up``, ``scheduler`` and
+``db upgrade``. Their implementations live in ``trainplane.serve``, imported
+only when one of these runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from trainplane.cli.common import fail, say
+
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+
+Host = Annotated[str, typer.Option(help="Interface to listen on.")]
+Port = Annotated[int, typer.Option(help="Port to listen on.")]
+LogLevel = Annotated[str, typer.Option(help="Log level.")]
+
+
+def server(
+    host: Host = "127.0.0.1",
+    port: Port = 8080,
+    workers: Annotated[int, typer.Option(min=1, help="API worker processes.")] = 1,
+    scheduler: Annotated[
+        bool, typer.Option(help="Also run the scheduler loops in this process.")
+    ] = True,
+    log_level: LogLevel = "info",
+) -> None:
+    """Run the API server and the scheduler (settings from TRAINPLANE_* variables)."""
+    from trainplane.config import Settings
+    from trainplane.serve.processes import ServeError, configure_logging, run_server
+
+    configure_logging(log_level)
+    try:
+        run_server(
+            Settings(),
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=log_level,
+            scheduler=scheduler,
+        )
+    except ServeError as exc:
+        raise fail(str(exc)) from None
+
+
+def up(
+    host: Host = "127.0.0.1",
+    port: Port = 8080,
+    slots: Annotated[
+        int | None, typer.Option(min=1, help="Worker slots of the local cluster (default: CPUs).")
+    ] = None,
+    log_level: LogLevel = "info",
+) -> None:
+    """Run everything on this machine: API, scheduler and a local Ray cluster."""
+    from trainplane.config import Settings
+    from trainplane.serve.embedded import run_up
+    from trainplane.serve.processes import ServeError, configure_logging
+
+    configure_logging(log_level)
+    try:
+        run_up(Settings(), host=host, port=port, slots=slots, log_level=log_level)
+    except ServeError as exc:
+        raise fail(str(exc)) from None
+
+
+def scheduler(log_level: LogLevel = "info") -> None:
+    """Run the scheduler loops alone (several may run against one PostgreSQL)."""
+    from trainplane.config import Settings
+    from trainplane.serve.processes import ServeError, configure_logging, run_scheduler
+
+    configure_logging(log_level)
+    try:
+        run_scheduler(Settings())
+    except ServeError as exc:
+        raise fail(str(exc)) from None
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+) -> None:
+    """Apply database migrations."""
+    from trainplane.config import Settings
+    from trainplane.serve.database import upgrade
+
+    say(f"database schema at {upgrade(Settings(), revision)}")

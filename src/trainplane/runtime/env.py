@@ -1,0 +1,41 @@
+"""Environment variables the control plane sets on every attempt's driver, and
+the torchrun-style variables the driver sets on each worker process."""
+
+from __future__ import annotations
+
+# Set by the control plane on the driver (through the Ray runtime_env).
+SPEC = "TRAINPLANE_SPEC"  # the job's validated spec, JSON
+JOB_ID = "TRAINPLANE_JOB_ID"
+ATTEMPT_ID = "TRAINPLANE_ATTEMPT_ID"
+ACCELERATOR = "TRAINPLANE_ACCELERATOR"  # the cluster's accelerator: cpu, H100, ...
+CONTROL_PLANE_URL = "TRAINPLANE_URL"
+
+# Set by the driver on each worker process.
+DIST_BACKEND = "TRAINPLANE_DIST_BACKEND"  # gloo on CPU clusters, nccl on GPUs
+DEVICE = "TRAINPLANE_DEVICE"  # cpu or cuda
+
+
+def torchrun_env(
+    *,
+    rank: int,
+    local_rank: int,
+    world_size: int,
+    local_world_size: int,
+    group_rank: int,
+    master_addr: str,
+    master_port: int,
+) -> dict[str, str]:
+    """What torchrun sets, so unmodified torchrun and Accelerate scripts run as is."""
+    return {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(local_world_size),
+        "GROUP_RANK": str(group_rank),
+        "NODE_RANK": str(group_rank),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world_size),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+        "TORCHELASTIC_RUN_ID": "trainplane",
+    }

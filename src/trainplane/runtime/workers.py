@@ -1,0 +1,114 @@
+"""A gang of Ray actors, one per rank, placed together with a placement group.
+
+Each actor runs the job's command as a child process with torchrun's
+environment and forwards its output line by line, tagged with the rank, to the
+driver's log (Ray sends actor output to the job driver).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from typing import Any
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from trainplane.runtime import env as tp_env
+from trainplane.runtime.gang import GangShape
+from trainplane.runtime.processes import die_with_parent, forward_output
+
+
+@ray.remote
+class RankWorker:
+    """Runs one rank's process. Ray sets CUDA_VISIBLE_DEVICES for GPU actors."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def node(self) -> tuple[str, str]:
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
+    def free_port(self) -> int:
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            return sock.getsockname()[1]
+
+    def run(self, argv: list[str], extra_env: dict[str, str], rank: int) -> int:
+        child_env = {**os.environ, **extra_env, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            argv,
+            env=child_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+        forward_output(self.process, rank=rank)
+        return self.process.wait()
+
+
+class WorkerGroup:
+    def __init__(self, shape: GangShape, *, ready_timeout: float | None = None) -> None:
+        self.shape = shape
+        self.ready_timeout = ready_timeout
+        self.group: PlacementGroup | None = None
+        self.actors: list[Any] = []
+
+    def start(self) -> None:
+        bundles, strategy = self.shape.bundles()
+        self.group = placement_group(bundles, strategy=strategy)
+        ray.get(self.group.ready(), timeout=self.ready_timeout)
+        per_node = self.shape.workers_per_node or 1
+        for rank in range(self.shape.workers):
+            bundle = rank // per_node if self.shape.workers_per_node else rank
+            self.actors.append(
+                RankWorker.options(
+                    num_cpus=self.shape.cpus_per_worker,
+                    num_gpus=1 if self.shape.gpu else 0,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        self.group, placement_group_bundle_index=bundle
+                    ),
+                ).remote()
+            )
+
+    def run(self, argv: list[str], common_env: dict[str, str]) -> int:
+        """Run ``argv`` on every rank; the first non-zero exit code ends the gang."""
+        nodes = ray.get([actor.node.remote() for actor in self.actors])
+        master_addr = nodes[0][1]
+        master_port = ray.get(self.actors[0].free_port.remote())
+        node_order = list(dict.fromkeys(node_id for node_id, _ in nodes))
+        ranks_on_node = {
+            node_id: [r for r, n in enumerate(nodes) if n[0] == node_id] for node_id in node_order
+        }
+        pending = {}
+        for rank, actor in enumerate(self.actors):
+            node_id = nodes[rank][0]
+            env = common_env | tp_env.torchrun_env(
+                rank=rank,
+                local_rank=ranks_on_node[node_id].index(rank),
+                world_size=len(self.actors),
+                local_world_size=len(ranks_on_node[node_id]),
+                group_rank=node_order.index(node_id),
+                master_addr=master_addr,
+                master_port=master_port,
+            )
+            pending[actor.run.remote(argv, env, rank)] = rank
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            rank = pending.pop(done[0])
+            code = ray.get(done[0])
+            if code != 0:
+                print(
+                    f"trainplane: rank {rank} exited with code {code}; stopping the others",
+                    flush=True,
+                )
+                return code
+        return 0
+
+    def stop(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+        if self.group is not None:
+            remove_placement_group(self.group)

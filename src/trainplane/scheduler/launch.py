@@ -1,0 +1,76 @@
+"""How an attempt is launched: the Ray job's entrypoint, runtime_env and the
+resources of its driver."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from trainplane.runtime import env as tp_env
+
+DRIVER_ENTRYPOINT = "python -m trainplane.runtime.driver"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    entrypoint: str
+    runtime_env: dict[str, Any]
+    entrypoint_resources: dict[str, float]
+    metadata: dict[str, str]
+
+
+class LaunchError(Exception):
+    """The attempt cannot be launched as specified (e.g. its working_dir is gone)."""
+
+
+def launch_request(
+    *,
+    job_id: str,
+    attempt_id: str,
+    spec: dict[str, Any],
+    accelerator: str,
+    control_plane_url: str | None,
+) -> LaunchRequest:
+    entrypoint = spec.get("entrypoint") or {}
+    env_vars = {
+        **{k: str(v) for k, v in (entrypoint.get("env") or {}).items()},
+        tp_env.SPEC: json.dumps(spec, separators=(",", ":")),
+        tp_env.JOB_ID: job_id,
+        tp_env.ATTEMPT_ID: attempt_id,
+        tp_env.ACCELERATOR: accelerator,
+        # Worker output reaches the job log without terminal colour codes.
+        "RAY_COLOR_PREFIX": "0",
+    }
+    if control_plane_url:
+        env_vars[tp_env.CONTROL_PLANE_URL] = control_plane_url
+    runtime_env: dict[str, Any] = {"env_vars": env_vars}
+    working_dir = entrypoint.get("working_dir")
+    # Only an absolute folder is shipped (the CLI makes spec-relative paths
+    # absolute). A relative one from an HTTP client would mean this server's
+    # own directory, which is never what was meant: the job then runs in the
+    # cluster's default directory.
+    if working_dir and os.path.isabs(working_dir):
+        if not os.path.isdir(working_dir):
+            raise LaunchError(f"entrypoint.working_dir {working_dir} is not a folder here")
+        runtime_env["working_dir"] = working_dir
+    if entrypoint.get("pip"):
+        runtime_env["pip"] = list(entrypoint["pip"])
+    return LaunchRequest(
+        entrypoint=DRIVER_ENTRYPOINT,
+        runtime_env=runtime_env,
+        entrypoint_resources=driver_resources(spec, accelerator),
+        metadata={"trainplane_job_id": job_id, "trainplane_attempt_id": attempt_id},
+    )
+
+
+def driver_resources(spec: dict[str, Any], accelerator: str) -> dict[str, float]:
+    """A one-worker job runs inside its driver, which then holds that worker's
+    slot; a gang's driver only coordinates and holds nothing."""
+    resources = spec.get("resources") or {}
+    if resources.get("gpus", 1) != 1:
+        return {}
+    if accelerator.lower() == "cpu":
+        return {"CPU": 1.0}
+    return {"CPU": float(resources.get("cpus_per_worker", 1)), "GPU": 1.0}

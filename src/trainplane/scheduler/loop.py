@@ -1,0 +1,143 @@
+"""The scheduler's loop: each iteration re-queues restarts whose backoff is over,
+checks cluster health, places queued jobs, then advances every attempt that is
+due (launch, watch, stop) with the cluster calls spread over a thread pool."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import httpx
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainplane.backends.ray import RayClusters
+from trainplane.config import Settings
+from trainplane.db.base import utcnow
+from trainplane.db.models import Cluster
+from trainplane.scheduler.steps import advance
+from trainplane.services import attempts as attempt_service
+from trainplane.services import clusters as cluster_service
+from trainplane.services.placement import place_queued_jobs
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.clusters = RayClusters()
+        self.pool = ThreadPoolExecutor(
+            max_workers=settings.scheduler_threads, thread_name_prefix="trainplane-attempt"
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- one iteration, in the order that keeps latency low ------------------------
+
+    def run_once(self) -> None:
+        now = utcnow()
+        with self.sessions() as session:
+            attempt_service.requeue_restarts(session, now)
+        self.check_clusters()
+        with self.sessions() as session:
+            result = place_queued_jobs(session, utcnow())
+        if result.placed:
+            log.info("placed %d job(s)", len(result.placed))
+        self.advance_attempts()
+
+    def advance_attempts(self) -> None:
+        settings = self.settings
+        with self.sessions() as session:
+            works = attempt_service.claim_attempts(
+                session,
+                utcnow(),
+                lease_seconds=settings.scheduler_lease_seconds,
+                limit=settings.scheduler_batch,
+            )
+        if not works:
+            return
+        futures = [
+            self.pool.submit(
+                advance,
+                work,
+                self.clusters,
+                utcnow(),
+                control_plane_url=settings.advertise_url,
+            )
+            for work in works
+        ]
+        for work, future in zip(works, futures, strict=True):
+            try:
+                outcome = future.result()
+            except Exception:  # a bug in one attempt's handling must not stop the loop
+                log.exception("advancing attempt %s failed", work.attempt_id)
+                continue
+            with self.sessions() as session:
+                applied = attempt_service.apply_outcome(
+                    session,
+                    work,
+                    outcome,
+                    utcnow(),
+                    poll_seconds=settings.scheduler_poll_seconds,
+                    lost_after_seconds=settings.cluster_lost_after_seconds,
+                )
+            if applied is None:
+                log.warning("lease on attempt %s was lost; result dropped", work.attempt_id)
+            elif applied.job_status is not None:
+                log.info("job %s -> %s", work.job_id, applied.job_status)
+
+    def check_clusters(self) -> None:
+        """Probe clusters not checked recently; placement uses only READY ones."""
+        stale_before = utcnow() - timedelta(seconds=self.settings.cluster_probe_seconds)
+        with self.sessions() as session, session.begin():
+            due = [
+                (c.id, c.address)
+                for c in session.scalars(select(Cluster))
+                if c.checked_at is None or c.checked_at < stale_before
+            ]
+        for cluster_id, address in due:
+            ready, message = probe(address)
+            with self.sessions() as session:
+                cluster_service.record_health(session, cluster_id, ready=ready, message=message)
+
+    # --- running in the background ---------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="trainplane-scheduler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run_once()
+            except Exception:
+                # The database may be restarting; the next iteration tries again.
+                log.exception("scheduler iteration failed")
+            elapsed = time.monotonic() - started
+            self._stop.wait(max(0.0, self.settings.scheduler_interval_seconds - elapsed))
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def probe(address: str) -> tuple[bool, str]:
+    try:
+        response = httpx.get(f"{address.rstrip('/')}/api/version", timeout=3)
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:500]
+    if response.status_code != 200:
+        return False, f"HTTP {response.status_code} from {address}/api/version"
+    try:
+        version = response.json().get("ray_version", "?")
+    except ValueError:
+        return False, f"{address} does not look like a Ray dashboard"
+    return True, f"Ray {version}"

@@ -1,0 +1,63 @@
+"""``trainplane up``: the API, the scheduler and a local Ray head in one
+command, on the embedded SQLite store unless a database URL is set."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from trainplane.backends.local_ray import LocalRayHead
+from trainplane.config import Settings
+from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.serve.processes import prepare_database, running_scheduler, serve_api
+from trainplane.services.clusters import upsert_cluster
+
+log = logging.getLogger("trainplane")
+
+LOCAL_CLUSTER = "local"
+
+
+def ray_state_dir(home: Path) -> Path:
+    """Ray's temp folder for this home: short, because Ray puts unix sockets
+    there and socket paths are limited to about 100 characters."""
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"tp-{digest}"
+
+
+def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_level: str) -> None:
+    slots = slots or settings.local_slots or os.cpu_count() or 1
+    if settings.advertise_url is None:
+        settings = settings.model_copy(update={"advertise_url": f"http://{host}:{port}"})
+    prepare_database(settings)
+    head = LocalRayHead(
+        ray_state_dir(settings.home), slots=slots, log_path=settings.home / "ray-head.log"
+    )
+    settings.home.mkdir(parents=True, exist_ok=True)
+    log.info("starting a local Ray head with %d worker slots (log: %s)", slots, head.log_path)
+    head.start()
+    try:
+        engine = engine_from_settings(settings)
+        with session_factory(engine)() as session:
+            upsert_cluster(
+                session,
+                name=LOCAL_CLUSTER,
+                address=head.address,
+                accelerator="cpu",
+                gpus=slots,
+                gpus_per_node=slots,
+                gpu_memory_gb=None,
+                price_per_gpu_hour=0.0,
+                labels={"managed-by": "trainplane-up"},
+            )
+        engine.dispose()
+        log.info(
+            "local Ray cluster at %s (dashboard), job logs under %s", head.address, head.temp_dir
+        )
+        with running_scheduler(settings):
+            serve_api(settings, host=host, port=port, workers=1, log_level=log_level)
+    finally:
+        log.info("stopping the local Ray head")
+        head.stop()

@@ -1,0 +1,96 @@
+"""Running the API server and the scheduler as processes."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from trainplane.config import Settings
+from trainplane.db import migrate
+from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.db.locks import SchedulerFileLock
+from trainplane.scheduler.loop import Scheduler
+
+log = logging.getLogger("trainplane")
+
+
+class ServeError(RuntimeError):
+    """Cannot start as asked; the message says why."""
+
+
+def configure_logging(level: str = "info") -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Every probe and every job upload would otherwise be an INFO line.
+    for noisy in ("httpx", "ray"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+def prepare_database(settings: Settings) -> None:
+    if settings.should_auto_migrate:
+        migrate.upgrade(settings.resolved_database_url)
+
+
+@contextmanager
+def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
+    """A scheduler loop in a background thread, stopped on exit. On SQLite only
+    one scheduler may run per database; a file lock enforces it."""
+    lock = None
+    if settings.is_sqlite:
+        database = Path(settings.resolved_database_url.removeprefix("sqlite:///"))
+        lock = SchedulerFileLock(database.with_name(database.name + ".scheduler.lock"))
+        if not lock.acquire():
+            raise ServeError(
+                f"another scheduler already runs against {database}; with SQLite run one "
+                "scheduler (or use PostgreSQL for several)"
+            )
+    engine = engine_from_settings(settings)
+    scheduler = Scheduler(settings, session_factory(engine))
+    scheduler.start()
+    try:
+        yield scheduler
+    finally:
+        scheduler.stop()
+        engine.dispose()
+        if lock is not None:
+            lock.release()
+
+
+def serve_api(settings: Settings, *, host: str, port: int, workers: int, log_level: str) -> None:
+    uvicorn.run(
+        "trainplane.api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=False,
+    )
+
+
+def run_server(
+    settings: Settings, *, host: str, port: int, workers: int, log_level: str, scheduler: bool
+) -> None:
+    prepare_database(settings)
+    if not scheduler:
+        serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
+        return
+    with running_scheduler(settings):
+        serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
+
+
+def run_scheduler(settings: Settings) -> None:
+    prepare_database(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with running_scheduler(settings):
+        log.info("scheduler running; stop with Ctrl-C")
+        stop.wait()

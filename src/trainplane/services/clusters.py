@@ -1,0 +1,152 @@
+"""Registered Ray clusters: registration, removal, health, and the capacity
+snapshot that placement and wait reasons are computed from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from trainplane.db.base import utcnow
+from trainplane.db.engine import read_only
+from trainplane.db.models import Cluster, Job, JobAttempt
+from trainplane.errors import ConflictError, NotFoundError
+from trainplane.ids import new_id
+from trainplane.jobs.placement import ClusterState, Release
+from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
+from trainplane.services.access import Caller
+
+READY = "READY"
+UNREACHABLE = "UNREACHABLE"
+
+_LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    cluster: Cluster
+    gpus_in_use: int
+    live_attempts: int
+
+
+def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster:
+    now = utcnow()
+    cluster = Cluster(id=new_id(), created_at=now, updated_at=now, status="UNKNOWN", **fields)
+    try:
+        with session.begin():
+            session.add(cluster)
+    except IntegrityError:
+        raise ConflictError(f"a cluster named '{fields['name']}' is already registered") from None
+    return cluster
+
+
+def upsert_cluster(session: Session, **fields: Any) -> Cluster:
+    """Register, or update in place (``trainplane up`` re-registers its local
+    cluster at every start, at a new address)."""
+    with session.begin():
+        cluster = session.scalar(select(Cluster).where(Cluster.name == fields["name"]))
+        if cluster is None:
+            now = utcnow()
+            cluster = Cluster(id=new_id(), created_at=now, updated_at=now, **fields)
+            session.add(cluster)
+        else:
+            for key, value in fields.items():
+                setattr(cluster, key, value)
+            cluster.updated_at = utcnow()
+        cluster.status, cluster.status_message, cluster.checked_at = "UNKNOWN", "", None
+    return cluster
+
+
+def list_clusters(session: Session, caller: Caller) -> list[ClusterView]:
+    with read_only(session):
+        usage = {
+            row.cluster_id: (row.gpus, row.attempts)
+            for row in session.execute(
+                select(
+                    JobAttempt.cluster_id,
+                    func.sum(Job.gpus).label("gpus"),
+                    func.count().label("attempts"),
+                )
+                .join(Job, Job.id == JobAttempt.job_id)
+                .where(JobAttempt.status.in_(_LIVE))
+                .group_by(JobAttempt.cluster_id)
+            )
+        }
+        clusters = list(session.scalars(select(Cluster).order_by(Cluster.name)))
+    return [
+        ClusterView(c, int(usage.get(c.id, (0, 0))[0] or 0), int(usage.get(c.id, (0, 0))[1]))
+        for c in clusters
+    ]
+
+
+def remove_cluster(session: Session, caller: Caller, name: str) -> None:
+    """Refused while attempts run there: stop or cancel them first."""
+    with session.begin():
+        cluster = session.scalar(select(Cluster).where(Cluster.name == name).with_for_update())
+        if cluster is None:
+            raise NotFoundError(f"no cluster named '{name}'")
+        live = session.scalar(
+            select(func.count())
+            .select_from(JobAttempt)
+            .where(JobAttempt.cluster_id == cluster.id, JobAttempt.status.in_(_LIVE))
+        )
+        if live:
+            raise ConflictError(
+                f"cluster '{name}' runs {live} attempt(s); cancel those jobs or wait for them"
+            )
+        session.execute(delete(Cluster).where(Cluster.id == cluster.id))
+
+
+def record_health(session: Session, cluster_id: str, *, ready: bool, message: str) -> None:
+    with session.begin():
+        session.execute(
+            update(Cluster)
+            .where(Cluster.id == cluster_id)
+            .values(
+                status=READY if ready else UNREACHABLE,
+                status_message=message,
+                checked_at=utcnow(),
+            )
+        )
+
+
+def cluster_states(session: Session, now: datetime) -> list[ClusterState]:
+    """Capacity as placement sees it: GPUs held by live attempts, and when each
+    gives them back at the latest (its job's max_runtime). Call inside a unit of work."""
+    states = {
+        c.id: ClusterState(
+            id=c.id,
+            name=c.name,
+            accelerator=c.accelerator,
+            gpus=c.gpus,
+            gpus_per_node=c.gpus_per_node,
+            ready=c.status == READY,
+        )
+        for c in session.scalars(select(Cluster).order_by(Cluster.name))
+    }
+    live = session.execute(
+        select(
+            JobAttempt.cluster_id,
+            JobAttempt.created_at,
+            Job.gpus,
+            Job.started_at,
+            Job.max_runtime_seconds,
+        )
+        .join(Job, Job.id == JobAttempt.job_id)
+        .where(JobAttempt.status.in_(_LIVE))
+    )
+    for row in live:
+        state = states.get(row.cluster_id)
+        if state is None:
+            continue
+        state.in_use += row.gpus
+        after = None
+        if row.max_runtime_seconds is not None:
+            began = row.started_at or row.created_at
+            after = max(0.0, row.max_runtime_seconds - (now - began).total_seconds())
+        state.releases.append(Release(gpus=row.gpus, after_seconds=after))
+    return list(states.values())

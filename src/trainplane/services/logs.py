@@ -1,0 +1,186 @@
+"""Job logs: read from the attempt's Ray job while the cluster has it, from the
+tail trainplane kept once it ended otherwise; and followed live, across
+attempts, as server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from anyio import to_thread
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainplane.backends.ray import ClusterUnreachable, RayClusters
+from trainplane.db.engine import read_only
+from trainplane.db.models import Cluster, JobAttempt
+from trainplane.errors import NotFoundError
+from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
+from trainplane.services.access import Caller
+from trainplane.services.jobs import load_job
+
+LIVE = (AttemptStatus.PENDING, AttemptStatus.SUBMITTED, AttemptStatus.RUNNING)
+KEEPALIVE_SECONDS = 15.0
+POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class AttemptLog:
+    attempt_id: str
+    number: int
+    status: AttemptStatus
+    cluster_name: str | None
+    cluster_address: str | None
+    log_tail: str
+
+    @property
+    def launched(self) -> bool:
+        return self.status is not AttemptStatus.PENDING
+
+
+@dataclass(frozen=True)
+class JobLogState:
+    status: JobStatus
+    reason: str
+    attempts: list[AttemptLog]
+
+
+def log_state(session: Session, caller: Caller, job_id: str) -> JobLogState:
+    with read_only(session):
+        job = load_job(session, caller, job_id)
+        rows = session.execute(
+            select(JobAttempt, Cluster.name, Cluster.address)
+            .outerjoin(Cluster, Cluster.id == JobAttempt.cluster_id)
+            .where(JobAttempt.job_id == job_id)
+            .order_by(JobAttempt.number)
+        )
+        attempts = [
+            AttemptLog(a.id, a.number, AttemptStatus(a.status), name, address, a.log_tail)
+            for a, name, address in rows
+        ]
+        return JobLogState(JobStatus(job.status), job.reason, attempts)
+
+
+def pick_attempt(state: JobLogState, number: int | None) -> AttemptLog | None:
+    if number is None:
+        return state.attempts[-1] if state.attempts else None
+    for attempt in state.attempts:
+        if attempt.number == number:
+            return attempt
+    raise NotFoundError(f"the job has no attempt {number}")
+
+
+def read_attempt_log(attempt: AttemptLog, clusters: RayClusters) -> str:
+    """The full log from the cluster when it still has it, else the kept tail."""
+    if attempt.launched and attempt.cluster_address:
+        try:
+            text = clusters.get(attempt.cluster_address).logs(attempt.attempt_id)
+        except ClusterUnreachable:
+            text = None
+        if text is not None:
+            return text
+    return attempt.log_tail
+
+
+def sse(event: str, data: str) -> bytes:
+    lines = data.split("\n") if data else [""]
+    return (f"event: {event}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode()
+
+
+async def follow_job_logs(
+    sessions: sessionmaker[Session], caller: Caller, job_id: str, clusters: RayClusters
+) -> AsyncIterator[bytes]:
+    """Every attempt's log in order, live while it runs; ends with an ``end``
+    event carrying the job's final status."""
+
+    def snapshot() -> JobLogState:
+        with sessions() as session:
+            return log_state(session, caller, job_id)
+
+    shown = 0  # attempts whose log has been sent in full
+    last_status: tuple[str, str] | None = None
+    idle = 0.0
+    while True:
+        state = await to_thread.run_sync(snapshot)
+        if (state.status.value, state.reason) != last_status:
+            last_status = (state.status.value, state.reason)
+            yield sse("status", json.dumps({"status": state.status.value, "reason": state.reason}))
+        for attempt in state.attempts:
+            if attempt.number <= shown or not attempt.launched:
+                continue
+            yield sse(
+                "attempt", json.dumps({"number": attempt.number, "cluster": attempt.cluster_name})
+            )
+
+            def running(number: int = attempt.number) -> bool:
+                current = snapshot().attempts
+                return any(a.number == number and a.status in LIVE for a in current)
+
+            async for chunk in _attempt_chunks(attempt, clusters, running):
+                yield sse("log", chunk)
+            shown = attempt.number
+            idle = 0.0
+            break  # re-read the job: more attempts or the end may have come
+        else:
+            if state.status in TERMINAL_STATUSES:
+                yield sse("end", json.dumps({"status": state.status.value, "reason": state.reason}))
+                return
+            await asyncio.sleep(POLL_SECONDS)
+            idle += POLL_SECONDS
+            if idle >= KEEPALIVE_SECONDS:
+                idle = 0.0
+                yield b": keep-alive\n\n"
+
+
+async def _attempt_chunks(
+    attempt: AttemptLog, clusters: RayClusters, still_running: Callable[[], bool]
+) -> AsyncIterator[str]:
+    """Whole lines of an attempt's log, streamed while its Ray job runs.
+
+    Ray's stream lingers a few seconds after the job ends, so every second
+    without new output the attempt's status is checked in the database; once
+    it has ended, the rest is read from the full log instead."""
+    sent = 0
+    if attempt.status in (AttemptStatus.SUBMITTED, AttemptStatus.RUNNING) and (
+        attempt.cluster_address
+    ):
+        chunks: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
+        cluster = clusters.get(attempt.cluster_address)
+
+        async def pump() -> None:
+            try:
+                async for chunk in cluster.follow_logs(attempt.attempt_id):
+                    await chunks.put(chunk)
+                await chunks.put(None)
+            except Exception as exc:  # the cluster went away mid-stream
+                await chunks.put(exc)
+
+        reader = asyncio.create_task(pump())
+        pending = ""
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(chunks.get(), timeout=POLL_SECONDS)
+                except TimeoutError:
+                    if await to_thread.run_sync(still_running):
+                        continue
+                    break  # ended; the rest comes from the full log below
+                if item is None:
+                    if pending:
+                        yield pending
+                    return
+                if isinstance(item, BaseException):
+                    break
+                pending += item
+                complete, _, pending = pending.rpartition("\n")
+                if complete:
+                    sent += len(complete) + 1
+                    yield complete
+        finally:
+            reader.cancel()
+    text = await to_thread.run_sync(read_attempt_log, attempt, clusters)
+    rest = text[sent:].rstrip("\n") if text else ""
+    if rest:
+        yield rest
