@@ -11,7 +11,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
-from trainplane.db.models import Job, JobEvent, Project
+from trainplane.db.models import Cluster, Job, JobEvent, Project
 from trainplane.ids import new_id
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import JobStatus
@@ -78,9 +78,12 @@ def insert_jobs(
     name: str = "job",
     created_at: datetime | None = None,
     spec: dict[str, Any] | None = None,
+    priority: int = 50,
 ) -> list[str]:
     """Insert ``count`` jobs in one statement; returns their ids."""
-    document = parse_spec(spec or train_spec(name=name)).model_dump(mode="json")
+    parsed = parse_spec(spec or train_spec(name=name))
+    document = parsed.model_dump(mode="json")
+    max_runtime_seconds = parsed.max_runtime_seconds
     now = created_at or utcnow()
     rows = [
         {
@@ -90,8 +93,11 @@ def insert_jobs(
             "kind": document["kind"],
             "status": status.value,
             "reason": "test",
-            "priority": 50,
+            "priority": priority,
             "gpus": document["resources"]["gpus"],
+            "gpus_per_node": document["resources"]["gpus_per_node"],
+            "gpu_type": document["resources"]["gpu_type"],
+            "max_runtime_seconds": max_runtime_seconds,
             "strategy": document["strategy"]["type"],
             "spec": document,
             "spec_hash": spec_fingerprint(document),
@@ -121,3 +127,46 @@ def count_rows(session: Session) -> tuple[int, int]:
         jobs = session.scalar(select(func.count()).select_from(Job))
         events = session.scalar(select(func.count()).select_from(JobEvent))
     return jobs or 0, events or 0
+
+
+def make_cluster(
+    session: Session,
+    name: str = "local",
+    *,
+    gpus: int = 2,
+    gpus_per_node: int | None = None,
+    accelerator: str = "cpu",
+    address: str = "http://127.0.0.1:9",
+    status: str = "READY",
+) -> Cluster:
+    now = utcnow()
+    cluster = Cluster(
+        id=new_id(),
+        name=name,
+        address=address,
+        accelerator=accelerator,
+        gpus=gpus,
+        gpus_per_node=gpus_per_node or gpus,
+        gpu_memory_gb=None,
+        price_per_gpu_hour=0.0,
+        labels={},
+        status=status,
+        status_message="",
+        created_at=now,
+        updated_at=now,
+    )
+    with session.begin():
+        session.add(cluster)
+    return cluster
+
+
+def small_spec(name: str = "j", gpus: int = 2, **overrides: Any) -> dict[str, Any]:
+    """A command job, as HTTP clients send them."""
+    spec = {
+        "kind": "train",
+        "name": name,
+        "entrypoint": {"command": ["true"]},
+        "resources": {"gpus": gpus},
+    }
+    spec.update(overrides)
+    return spec

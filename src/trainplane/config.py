@@ -41,7 +41,10 @@ class Settings(BaseSettings):
     # Scheduler.
     scheduler_interval_seconds: float = Field(default=0.5, gt=0, description="Loop period.")
     scheduler_poll_seconds: float = Field(
-        default=1.0, gt=0, description="How often each live attempt's Ray job is looked at."
+        default=2.0, gt=0, description="How often a running attempt's Ray job is looked at."
+    )
+    scheduler_starting_poll_seconds: float = Field(
+        default=0.25, gt=0, description="How often an attempt on its way up is looked at."
     )
     scheduler_lease_seconds: float = Field(default=30.0, gt=0)
     scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")

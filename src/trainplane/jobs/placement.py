@@ -115,12 +115,16 @@ def plan(queue: Iterable[Demand], clusters: Sequence[ClusterState]) -> Plan:
     most_free = max((free[c.id] for c in ready), default=0)
 
     for demand in queue:
-        if most_free == 0:
-            break  # nothing can start anywhere; the rest only wait
         candidates = candidates_by_shape.get(demand.shape)
         if candidates is None:
             candidates = [c for c in ready if can_ever_hold(c, demand)]
             candidates_by_shape[demand.shape] = candidates
+        if most_free == 0:
+            if reservation is None and candidates:
+                reservation = _reserve(demand, candidates, free)
+            if reservation is not None:
+                break  # nothing can start anywhere; the rest only wait
+            continue
         if not candidates or demand.gpus > most_free:
             if reservation is None and candidates:
                 reservation = _reserve(demand, candidates, free)

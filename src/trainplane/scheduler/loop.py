@@ -14,6 +14,7 @@ import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from trainplane import wakeup
 from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
@@ -120,10 +121,11 @@ class Scheduler:
                 # The database may be restarting; the next iteration tries again.
                 log.exception("scheduler iteration failed")
             elapsed = time.monotonic() - started
-            self._stop.wait(max(0.0, self.settings.scheduler_interval_seconds - elapsed))
+            wakeup.wait_for_work(max(0.0, self.settings.scheduler_interval_seconds - elapsed))
 
     def stop(self, timeout: float = 10) -> None:
         self._stop.set()
+        wakeup.work_available()
         if self._thread is not None:
             self._thread.join(timeout)
         self.pool.shutdown(wait=False, cancel_futures=True)

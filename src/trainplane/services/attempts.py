@@ -156,6 +156,7 @@ def apply_outcome(
     *,
     poll_seconds: float,
     lost_after_seconds: float,
+    starting_poll_seconds: float | None = None,
 ) -> Applied | None:
     """Apply ``outcome`` if the lease still holds; None if it was lost."""
     with session.begin():
@@ -175,7 +176,11 @@ def apply_outcome(
         except StaleStateError:
             applied.notes.append("the job changed meanwhile; looking again next time")
         attempt.lease_token = None
-        attempt.lease_expires_at = now + timedelta(seconds=poll_seconds)
+        # Attempts on their way up are watched closely: how soon a job shows
+        # RUNNING is what its user waits on. Running ones need fewer looks.
+        starting = attempt.status != AttemptStatus.RUNNING.value
+        delay = starting_poll_seconds if starting and starting_poll_seconds else poll_seconds
+        attempt.lease_expires_at = now + timedelta(seconds=delay)
         return applied
 
 

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Row, bindparam, insert, select, tuple_
+from sqlalchemy import Insert, Row, bindparam, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from trainplane import wakeup
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
@@ -94,6 +95,7 @@ def submit_job(
         if earlier is None:
             raise
         return Submission(earlier, created=False)
+    wakeup.work_available()
     return Submission(job, created=True)
 
 
@@ -327,6 +329,13 @@ def cancel_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
                 reason=f"cancel requested by {caller.subject}; stopping the attempt",
                 actor=caller.subject,
             )
+            # Due for a look now, not at its next poll.
+            session.execute(
+                update(JobAttempt)
+                .where(JobAttempt.job_id == job_id, JobAttempt.lease_token.is_(None))
+                .values(lease_expires_at=None)
+            )
+    wakeup.work_available()
     return get_job(session, caller, job_id)
 
 

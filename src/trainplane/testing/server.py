@@ -15,8 +15,19 @@ from trainplane.net import free_port
 
 
 class ServerProcess:
-    def __init__(self, env: dict[str, str], *, workers: int = 1, log_path: Path | None = None):
-        self.port = free_port()
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        workers: int = 1,
+        log_path: Path | None = None,
+        log_level: str = "warning",
+        args: tuple[str, ...] = (),
+        port: int | None = None,
+    ):
+        self.args = args
+        self.log_level = log_level
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **env}
         self.workers = workers
@@ -25,7 +36,7 @@ class ServerProcess:
 
     def start(self, timeout: float = 60) -> ServerProcess:
         trainplane = Path(sys.executable).with_name("trainplane")
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
             [
                 str(trainplane),
@@ -37,7 +48,8 @@ class ServerProcess:
                 "--workers",
                 str(self.workers),
                 "--log-level",
-                "warning",
+                self.log_level,
+                *self.args,
             ],
             env=self.env,
             stdout=log,
@@ -65,6 +77,12 @@ class ServerProcess:
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: nothing gets to clean up."""
+        if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 

@@ -1,0 +1,83 @@
+"""A real local Ray cluster (2 CPU worker slots), shared by the tests that run
+jobs, and an in-process scheduler working against the test database."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from trainplane.backends.local_ray import LocalRayHead
+from trainplane.config import Settings
+from trainplane.db.engine import make_engine, session_factory
+from trainplane.serve.processes import running_scheduler
+from trainplane.services.clusters import upsert_cluster
+
+SLOTS = 2
+
+# Fast loops, and short timeouts, so the tests see what happens in seconds.
+FAST = {
+    "scheduler_interval_seconds": 0.2,
+    "scheduler_poll_seconds": 0.3,
+    "scheduler_lease_seconds": 3.0,
+    "cluster_probe_seconds": 1.0,
+    "cluster_lost_after_seconds": 3.0,
+}
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
+    home = tmp_path_factory.mktemp("ray-home")
+    with pytest.MonkeyPatch.context() as patch:
+        # Ray writes under $HOME; keep it out of the real one.
+        patch.setenv("HOME", str(home))
+        # Ray's unix sockets live under its state folder: keep the path short.
+        state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
+        try:
+            with LocalRayHead(state, slots=SLOTS) as head:
+                yield head
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture
+def fast_settings(settings: Settings) -> Settings:
+    return settings.model_copy(update=FAST)
+
+
+def register_local(db_url: str, address: str, name: str = "local", slots: int = SLOTS) -> None:
+    engine = make_engine(db_url, single_use=True)
+    with session_factory(engine)() as session:
+        upsert_cluster(
+            session,
+            name=name,
+            address=address,
+            accelerator="cpu",
+            gpus=slots,
+            gpus_per_node=slots,
+            gpu_memory_gb=None,
+            price_per_gpu_hour=0.0,
+            labels={},
+        )
+    engine.dispose()
+
+
+@pytest.fixture
+def scheduler(fast_settings: Settings, ray_head: LocalRayHead, db_url: str) -> Iterator[None]:
+    register_local(db_url, ray_head.address)
+    with running_scheduler(fast_settings):
+        yield
+
+
+def wait_for(check: Callable[[], object], timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
