@@ -53,7 +53,13 @@ def _claim_one(session):
 
 def _apply(session, work, outcome, *, now=None, lost_after=LOST_AFTER):
     return svc.apply_outcome(
-        session, work, outcome, now or utcnow(), poll_seconds=0, lost_after_seconds=lost_after
+        session,
+        work,
+        outcome,
+        now or utcnow(),
+        poll_seconds=0,
+        starting_poll_seconds=0,
+        lost_after_seconds=lost_after,
     )
 
 
@@ -275,3 +281,19 @@ def test_a_rejected_launch_fails_the_job_with_the_reason(session):
     _apply(session, _claim_one(session), svc.Rejected("runtime_env is invalid"))
     job = _job(session, job_id)
     assert job.status == "FAILED" and "refused the job: runtime_env is invalid" in job.reason
+
+
+def test_attempts_on_their_way_up_are_looked_at_more_often(session):
+    job_id = _placed_job(session)
+    now = utcnow()
+
+    def next_look(outcome):
+        svc.apply_outcome(session, _claim_one(session), outcome, now, poll_seconds=5,
+                          starting_poll_seconds=0.25, lost_after_seconds=60)
+        return (_attempts(session, job_id)[0].lease_expires_at - now).total_seconds()
+
+    assert next_look(svc.Launched(new=True)) == pytest.approx(0.25)
+    # Claims need the attempt due: move the clock by re-dating it.
+    with session.begin():
+        session.query(JobAttempt).update({"lease_expires_at": None})
+    assert next_look(svc.Observed("RUNNING")) == pytest.approx(5)

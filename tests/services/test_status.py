@@ -76,3 +76,36 @@ def test_event_and_status_roll_back_together(session):
     with session.begin():
         assert session.get_one(Job, job_id).status == "QUEUED"
     assert count_rows(session) == (1, 0)
+
+
+def test_set_status_many_moves_only_jobs_still_in_the_expected_status(session):
+    from trainplane.services.status import set_status_many
+
+    queued = [make_job(session, status=JobStatus.QUEUED).id for _ in range(3)]
+    cancelled = make_job(session, status=JobStatus.CANCELLED).id
+    reasons = {job_id: f"placed {job_id}" for job_id in [*queued, cancelled]}
+    with session.begin():
+        moved = set_status_many(
+            session, reasons, JobStatus.QUEUED, JobStatus.STARTING, actor="scheduler"
+        )
+    assert moved == set(queued)
+    session.expunge_all()
+    with session.begin():
+        for job_id in queued:
+            job = session.get_one(Job, job_id)
+            assert (job.status, job.reason) == ("STARTING", f"placed {job_id}")
+        assert session.get_one(Job, cancelled).status == "CANCELLED"
+        events = list(session.scalars(select(JobEvent)))
+    assert sorted(e.job_id for e in events) == sorted(queued)
+    assert {(e.from_status, e.to_status, e.actor) for e in events} == {
+        ("QUEUED", "STARTING", "scheduler")
+    }
+
+
+def test_set_status_many_refuses_a_pair_the_table_does_not_allow(session):
+    from trainplane.services.status import set_status_many
+
+    job_id = make_job(session, status=JobStatus.QUEUED).id
+    with pytest.raises(InvalidTransitionError), session.begin():
+        set_status_many(session, {job_id: "x"}, JobStatus.QUEUED, JobStatus.SUCCEEDED)
+    assert count_rows(session) == (1, 0)

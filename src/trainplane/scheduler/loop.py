@@ -75,6 +75,7 @@ class Scheduler:
         for work, future in zip(works, futures, strict=True):
             try:
                 outcome = future.result()
+                log.debug("attempt %s (%s): %s", work.attempt_id, work.status, outcome)
             except Exception:  # a bug in one attempt's handling must not stop the loop
                 log.exception("advancing attempt %s failed", work.attempt_id)
                 continue
@@ -85,6 +86,7 @@ class Scheduler:
                     outcome,
                     utcnow(),
                     poll_seconds=settings.scheduler_poll_seconds,
+                    starting_poll_seconds=settings.scheduler_starting_poll_seconds,
                     lost_after_seconds=settings.cluster_lost_after_seconds,
                 )
             if applied is None:

@@ -155,8 +155,8 @@ def apply_outcome(
     now: datetime,
     *,
     poll_seconds: float,
+    starting_poll_seconds: float,
     lost_after_seconds: float,
-    starting_poll_seconds: float | None = None,
 ) -> Applied | None:
     """Apply ``outcome`` if the lease still holds; None if it was lost."""
     with session.begin():
@@ -179,7 +179,7 @@ def apply_outcome(
         # Attempts on their way up are watched closely: how soon a job shows
         # RUNNING is what its user waits on. Running ones need fewer looks.
         starting = attempt.status != AttemptStatus.RUNNING.value
-        delay = starting_poll_seconds if starting and starting_poll_seconds else poll_seconds
+        delay = starting_poll_seconds if starting else poll_seconds
         attempt.lease_expires_at = now + timedelta(seconds=delay)
         return applied
 

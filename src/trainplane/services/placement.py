@@ -11,17 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt
-from trainplane.errors import StaleStateError
 from trainplane.ids import new_id
-from trainplane.jobs.placement import Demand, plan
+from trainplane.jobs.placement import ClusterState, Demand, plan
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
-from trainplane.services.status import set_status
+from trainplane.services.status import set_status_many
 
 SCHEDULER_ACTOR = "scheduler"
 
@@ -63,42 +62,52 @@ def place_queued_jobs(session: Session, now: datetime) -> PassResult:
         clusters = cluster_states(session, now)
         queue = load_queue(session)
         decisions = plan(queue, clusters)
-        names = {c.id: c.name for c in clusters}
-        placed = []
-        for job_id, cluster_id in decisions.placements:
-            attempt_id = _start_attempt(session, job_id, cluster_id, names[cluster_id], now)
-            if attempt_id is not None:
-                placed.append((job_id, attempt_id))
+        placed = _start_attempts(session, decisions.placements, clusters, now)
     return PassResult(queued=len(queue), placed=placed)
 
 
-def _start_attempt(
-    session: Session, job_id: str, cluster_id: str, cluster_name: str, now: datetime
-) -> str | None:
-    job = session.get_one(Job, job_id)
-    previous = session.scalar(
-        select(func.coalesce(func.max(JobAttempt.number), 0)).where(JobAttempt.job_id == job_id)
+def _start_attempts(
+    session: Session,
+    placements: list[tuple[str, str]],
+    clusters: list[ClusterState],
+    now: datetime,
+) -> list[tuple[str, str]]:
+    """Jobs to STARTING and a PENDING attempt for each, in a few statements
+    whatever the number of placements."""
+    if not placements:
+        return []
+    names = {c.id: c.name for c in clusters}
+    job_ids = [job_id for job_id, _ in placements]
+    previous = dict(
+        session.execute(
+            select(JobAttempt.job_id, func.max(JobAttempt.number))
+            .where(JobAttempt.job_id.in_(job_ids))
+            .group_by(JobAttempt.job_id)
+        ).all()
     )
-    try:
-        # Conditional on the job still being QUEUED: a cancel may have won.
-        set_status(
-            session,
-            job,
-            JobStatus.STARTING,
-            reason=f"placed on cluster {cluster_name}; launching attempt {previous + 1}",
-            actor=SCHEDULER_ACTOR,
-        )
-    except StaleStateError:
-        return None
-    attempt = JobAttempt(
-        id=new_id(),
-        job_id=job_id,
-        number=previous + 1,
-        cluster_id=cluster_id,
-        status=AttemptStatus.PENDING.value,
-        created_at=now,
-        reason="",
-        log_tail="",
+    numbers = {job_id: previous.get(job_id, 0) + 1 for job_id in job_ids}
+    reasons = {
+        job_id: f"placed on cluster {names[cluster_id]}; launching attempt {numbers[job_id]}"
+        for job_id, cluster_id in placements
+    }
+    # Conditional on each job still being QUEUED: a cancel may have won.
+    moved = set_status_many(
+        session, reasons, JobStatus.QUEUED, JobStatus.STARTING, actor=SCHEDULER_ACTOR
     )
-    session.add(attempt)
-    return attempt.id
+    attempts = [
+        {
+            "id": new_id(),
+            "job_id": job_id,
+            "number": numbers[job_id],
+            "cluster_id": cluster_id,
+            "status": AttemptStatus.PENDING.value,
+            "created_at": now,
+            "reason": "",
+            "log_tail": "",
+        }
+        for job_id, cluster_id in placements
+        if job_id in moved
+    ]
+    if attempts:
+        session.execute(insert(JobAttempt.__table__), attempts)
+    return [(a["job_id"], a["id"]) for a in attempts]

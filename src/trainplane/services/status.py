@@ -8,7 +8,7 @@ commit together or not at all.
 
 from __future__ import annotations
 
-from sqlalchemy import insert, update
+from sqlalchemy import case, func, insert, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -79,3 +79,56 @@ def set_status(
         message=message,
         actor=actor,
     )
+
+
+def set_status_many(
+    session: Session,
+    reasons: dict[str, str],
+    current: JobStatus,
+    target: JobStatus,
+    *,
+    actor: str = "",
+) -> set[str]:
+    """:func:`set_status` for many jobs that all go from ``current`` to
+    ``target``, each with its own reason, in one UPDATE and one INSERT. Returns
+    the ids that moved; a job whose status changed meanwhile is left alone."""
+    if not reasons:
+        return set()
+    if not is_allowed(current, target):
+        raise InvalidTransitionError(f"jobs cannot go from {current} to {target}")
+    now = utcnow()
+    values: dict[str, object] = {
+        "status": target.value,
+        "reason": case(reasons, value=Job.id),
+        "updated_at": now,
+    }
+    if target in TERMINAL_STATUSES:
+        values["finished_at"] = now
+    if target is JobStatus.RUNNING:
+        values["started_at"] = func.coalesce(Job.started_at, now)
+    moved = set(
+        session.scalars(
+            update(Job)
+            .where(Job.id.in_(list(reasons)), Job.status == current.value)
+            .values(**values)
+            .returning(Job.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
+    if moved:
+        session.execute(
+            insert(JobEvent.__table__),
+            [
+                {
+                    "job_id": job_id,
+                    "created_at": now,
+                    "from_status": current.value,
+                    "to_status": target.value,
+                    "reason": reasons[job_id],
+                    "message": "",
+                    "actor": actor,
+                }
+                for job_id in sorted(moved)
+            ],
+        )
+    return moved
