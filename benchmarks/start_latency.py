@@ -48,12 +48,17 @@ def until(check, timeout: float = 120.0) -> float:
 
 
 def through_trainplane(url: str, http: httpx.Client) -> tuple[float, float]:
-    spec = {"kind": "train", "name": "latency", "resources": {"gpus": 1},
-            "entrypoint": {"command": ["python", "-c", CODE]}}
+    spec = {
+        "kind": "train",
+        "name": "latency",
+        "resources": {"gpus": 1},
+        "entrypoint": {"command": ["python", "-c", CODE]},
+    }
     t0 = time.perf_counter()
     job_id = http.post(f"{url}/v1/jobs", json=spec).json()["id"]
-    running = until(lambda: http.get(f"{url}/v1/jobs/{job_id}").json()["status"]
-                    in ("RUNNING", "SUCCEEDED"))
+    running = until(
+        lambda: http.get(f"{url}/v1/jobs/{job_id}").json()["status"] in ("RUNNING", "SUCCEEDED")
+    )
     first = until(lambda: LINE in http.get(f"{url}/v1/jobs/{job_id}/logs").text)
     until(lambda: http.get(f"{url}/v1/jobs/{job_id}").json()["terminal"])
     return running - t0, first - t0
@@ -81,14 +86,24 @@ def main() -> None:
             migrate.upgrade(url_db)
             engine = make_engine(url_db, single_use=True)
             with session_factory(engine)() as session:
-                upsert_cluster(session, name="local", address=head.address, accelerator="cpu",
-                               gpus=2, gpus_per_node=2, gpu_memory_gb=None,
-                               price_per_gpu_hour=0.0, labels={})
+                upsert_cluster(
+                    session,
+                    name="local",
+                    address=head.address,
+                    accelerator="cpu",
+                    gpus=2,
+                    gpus_per_node=2,
+                    gpu_memory_gb=None,
+                    price_per_gpu_hour=0.0,
+                    labels={},
+                )
             engine.dispose()
             env = {"TRAINPLANE_DATABASE_URL": url_db, "TRAINPLANE_HOME": str(work)}
             ray = JobSubmissionClient(head.address)
-            with ServerProcess(env, log_path=work / "server.log") as server, \
-                    httpx.Client(timeout=30) as http:
+            with (
+                ServerProcess(env, log_path=work / "server.log") as server,
+                httpx.Client(timeout=30) as http,
+            ):
                 # Warm both paths: worker processes, runtime envs, caches.
                 through_trainplane(server.url, http)
                 through_ray(ray)
@@ -110,8 +125,10 @@ def main() -> None:
     extra_running = median(tp, 0) - median(raw, 0)
     extra_first = median(tp, 1) - median(raw, 1)
     print(f"{'trainplane - Ray alone':28}{extra_running:>+18.2f}{extra_first:>+21.2f}")
-    print(f"target: within 1.5 s of Ray alone: "
-          f"{'met' if max(extra_running, extra_first) <= 1.5 else 'NOT met'}")
+    print(
+        f"target: within 1.5 s of Ray alone: "
+        f"{'met' if max(extra_running, extra_first) <= 1.5 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -288,8 +288,15 @@ def test_attempts_on_their_way_up_are_looked_at_more_often(session):
     now = utcnow()
 
     def next_look(outcome):
-        svc.apply_outcome(session, _claim_one(session), outcome, now, poll_seconds=5,
-                          starting_poll_seconds=0.25, lost_after_seconds=60)
+        svc.apply_outcome(
+            session,
+            _claim_one(session),
+            outcome,
+            now,
+            poll_seconds=5,
+            starting_poll_seconds=0.25,
+            lost_after_seconds=60,
+        )
         return (_attempts(session, job_id)[0].lease_expires_at - now).total_seconds()
 
     assert next_look(svc.Launched(new=True)) == pytest.approx(0.25)
