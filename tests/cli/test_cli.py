@@ -145,3 +145,49 @@ def test_the_installed_command_runs(server, spec_file):
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.strip()) == 26
+
+
+def test_clusters_add_list_remove(cli):
+    added = cli(
+        "clusters",
+        "add",
+        "gpu-a",
+        "--address",
+        "http://10.0.0.5:8265",
+        "--accelerator",
+        "H100",
+        "--gpus",
+        "16",
+        "--gpus-per-node",
+        "8",
+        "--price-per-gpu-hour",
+        "2.5",
+        "--label",
+        "zone=eu",
+    )
+    assert added.exit_code == 0, added.output
+    listed = json.loads(cli("clusters", "list", "--json").stdout)
+    assert [(c["name"], c["gpus"], c["gpus_per_node"], c["labels"]) for c in listed] == [
+        ("gpu-a", 16, 8, {"zone": "eu"})
+    ]
+    assert "gpu-a" in cli("clusters", "list").stdout
+    bad = cli("clusters", "add", "gpu-b", "--address", "nowhere", "--gpus", "2")
+    assert bad.exit_code == 2 and "address" in bad.stderr
+    assert cli("clusters", "remove", "gpu-a").exit_code == 0
+    assert json.loads(cli("clusters", "list", "--json").stdout) == []
+    missing = cli("clusters", "remove", "gpu-a")
+    assert missing.exit_code == 1 and "404" in missing.stderr
+
+
+def test_a_job_too_big_for_every_cluster_is_refused_with_exit_2(cli, spec_file):
+    cli("clusters", "add", "small", "--address", "http://10.0.0.5:8265", "--gpus", "1")
+    result = cli("submit", str(spec_file))  # asks for 2
+    assert result.exit_code == 2
+    assert "resources.gpus" in result.stderr and "small has 1 cpu" in result.stderr
+
+
+def test_logs_of_a_job_that_has_not_run_are_empty(cli, spec_file):
+    job_id = cli("submit", str(spec_file)).stdout.strip()
+    result = cli("jobs", "logs", job_id)
+    assert result.exit_code == 0 and result.stdout == ""
+    assert cli("jobs", "logs", "nope").exit_code == 1
