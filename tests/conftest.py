@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainplane.api.app import create_app
+from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db import migrate
 from trainplane.db.base import Base, utcnow
@@ -33,6 +35,7 @@ from trainplane.db.models import Project
 from trainplane.testing.postgres import ThrowawayPostgres
 
 ALL_BACKENDS = ("postgres", "sqlite")
+RAY_SLOTS = 2
 DEFAULT_PROJECT_ID = "0" * 26
 
 
@@ -159,3 +162,18 @@ def api(settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings)
     with TestClient(app) as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
+    home = tmp_path_factory.mktemp("ray-home")
+    with pytest.MonkeyPatch.context() as patch:
+        # Ray writes under $HOME; keep it out of the real one.
+        patch.setenv("HOME", str(home))
+        # Ray's unix sockets live under its state folder: keep the path short.
+        state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
+        try:
+            with LocalRayHead(state, slots=RAY_SLOTS) as head:
+                yield head
+        finally:
+            shutil.rmtree(state, ignore_errors=True)

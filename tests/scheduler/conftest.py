@@ -3,21 +3,17 @@ jobs, and an in-process scheduler working against the test database."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import RAY_SLOTS as SLOTS
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db.engine import make_engine, session_factory
 from trainplane.serve.processes import running_scheduler
 from trainplane.services.clusters import upsert_cluster
-
-SLOTS = 2
 
 # Fast loops, and short timeouts, so the tests see what happens in seconds.
 FAST = {
@@ -27,21 +23,6 @@ FAST = {
     "cluster_probe_seconds": 1.0,
     "cluster_lost_after_seconds": 3.0,
 }
-
-
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
-    home = tmp_path_factory.mktemp("ray-home")
-    with pytest.MonkeyPatch.context() as patch:
-        # Ray writes under $HOME; keep it out of the real one.
-        patch.setenv("HOME", str(home))
-        # Ray's unix sockets live under its state folder: keep the path short.
-        state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
-        try:
-            with LocalRayHead(state, slots=SLOTS) as head:
-                yield head
-        finally:
-            shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture

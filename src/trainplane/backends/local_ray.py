@@ -65,6 +65,13 @@ class LocalRayHead:
             f"--dashboard-port={self.dashboard_port}",
             "--dashboard-host=127.0.0.1",
             "--node-ip-address=127.0.0.1",
+            # Ray's fixed default ports would clash with any other Ray on this
+            # machine (another `up`, a test cluster): take free ones.
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--ray-client-server-port={free_port()}",
             f"--num-cpus={self.slots}",
             "--num-gpus=0",
             f"--temp-dir={self.temp_dir}",

@@ -14,9 +14,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 log = logging.getLogger(__name__)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CONNECT_TIMEOUT = 5.0
+# Long enough for a working_dir upload; a stuck call still ends.
+READ_TIMEOUT = 120.0
 
 
 class ClusterUnreachable(Exception):
@@ -45,28 +50,56 @@ def strip_ansi(text: str) -> str:
 class RayCluster:
     """Thin, thread-safe wrapper over ``JobSubmissionClient`` for one address."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> None:
         self.address = address.rstrip("/")
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self._client: Any = None
         self._lock = threading.Lock()
 
     def _jobs(self) -> Any:
         with self._lock:
             if self._client is None:
-                from ray.job_submission import JobSubmissionClient
-
-                try:
-                    self._client = JobSubmissionClient(self.address)
-                except Exception as exc:  # connection refused, timeouts, bad versions
-                    raise ClusterUnreachable(f"{self.address}: {_short(exc)}") from None
+                self._client = self._connect()
             return self._client
+
+    def _connect(self) -> Any:
+        # Ray's SDK sets no timeout on its HTTP calls: a host that accepts and
+        # never answers would hang a scheduler thread for good. Check that the
+        # dashboard answers, then give every call of the client a timeout.
+        try:
+            httpx.get(
+                f"{self.address}/api/version", timeout=self.connect_timeout
+            ).raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ClusterUnreachable(f"{self.address}: {_short(exc)}") from None
+        from ray.job_submission import JobSubmissionClient
+
+        try:
+            client = JobSubmissionClient(self.address)
+        except Exception as exc:  # connection refused, bad versions
+            raise ClusterUnreachable(f"{self.address}: {_short(exc)}") from None
+        request = client._do_request
+
+        def request_with_timeout(*args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", (self.connect_timeout, self.read_timeout))
+            return request(*args, **kwargs)
+
+        client._do_request = request_with_timeout
+        return client
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         client = self._jobs()
         try:
             return getattr(client, method)(*args, **kwargs)
-        except RuntimeError:
-            raise  # HTTP-level answers; callers interpret them
+        except (RuntimeError, ValueError, TypeError):
+            raise  # answers from the cluster, or a request it cannot take: see callers
         except Exception as exc:  # requests' connection errors and the like
             with self._lock:
                 self._client = None  # reconnect next time

@@ -103,8 +103,9 @@ class Scheduler:
                 for c in session.scalars(select(Cluster))
                 if c.checked_at is None or c.checked_at < stale_before
             ]
-        for cluster_id, address in due:
-            ready, message = probe(address)
+        # In parallel: each silent cluster costs a probe timeout.
+        results = self.pool.map(lambda item: (item[0], *probe(item[1])), due)
+        for cluster_id, ready, message in results:
             with self.sessions() as session:
                 cluster_service.record_health(session, cluster_id, ready=ready, message=message)
 
