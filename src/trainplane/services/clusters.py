@@ -114,20 +114,36 @@ def record_health(session: Session, cluster_id: str, *, ready: bool, message: st
         )
 
 
+def cluster_capacity(session: Session) -> list[ClusterState]:
+    """What each registered cluster could hold, and whether it answers; no usage.
+    Call inside a unit of work."""
+    rows = session.execute(
+        select(
+            Cluster.id,
+            Cluster.name,
+            Cluster.accelerator,
+            Cluster.gpus,
+            Cluster.gpus_per_node,
+            Cluster.status,
+        ).order_by(Cluster.name)
+    )
+    return [
+        ClusterState(
+            id=r.id,
+            name=r.name,
+            accelerator=r.accelerator,
+            gpus=r.gpus,
+            gpus_per_node=r.gpus_per_node,
+            ready=r.status == READY,
+        )
+        for r in rows
+    ]
+
+
 def cluster_states(session: Session, now: datetime) -> list[ClusterState]:
     """Capacity as placement sees it: GPUs held by live attempts, and when each
     gives them back at the latest (its job's max_runtime). Call inside a unit of work."""
-    states = {
-        c.id: ClusterState(
-            id=c.id,
-            name=c.name,
-            accelerator=c.accelerator,
-            gpus=c.gpus,
-            gpus_per_node=c.gpus_per_node,
-            ready=c.status == READY,
-        )
-        for c in session.scalars(select(Cluster).order_by(Cluster.name))
-    }
+    states = {c.id: c for c in cluster_capacity(session)}
     live = session.execute(
         select(
             JobAttempt.cluster_id,

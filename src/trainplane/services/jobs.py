@@ -19,7 +19,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
-from trainplane.jobs.placement import ClusterState, Demand, never_fits_reason
+from trainplane.jobs.placement import Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import (
     CANCEL_IMMEDIATELY,
@@ -28,6 +28,7 @@ from trainplane.jobs.states import (
     JobStatus,
 )
 from trainplane.services.access import Caller
+from trainplane.services.clusters import cluster_capacity
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_submission, set_status
@@ -152,20 +153,7 @@ def _check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpe
     wait for one."""
     resources = spec.resources
     demand = Demand("new", resources.gpus, resources.gpus_per_node, resources.gpu_type)
-    clusters = [
-        ClusterState(
-            id=c.id,
-            name=c.name,
-            accelerator=c.accelerator,
-            gpus=c.gpus,
-            gpus_per_node=c.gpus_per_node,
-        )
-        for c in session.execute(
-            select(
-                Cluster.id, Cluster.name, Cluster.accelerator, Cluster.gpus, Cluster.gpus_per_node
-            ).order_by(Cluster.name)
-        )
-    ]
+    clusters = cluster_capacity(session)
     reason = never_fits_reason(demand, clusters)
     if reason is None:
         return
