@@ -87,3 +87,12 @@ def test_queued_jobs_say_where_they_stand(api, session):
     listed = {j["id"]: j for j in api.get("/v1/jobs").json()["items"]}
     assert listed[second["id"]]["queue_position"] == 1
     assert listed[third["id"]]["reason"].startswith("waiting for 1 GPU")
+
+
+def test_a_cluster_registered_elsewhere_is_seen_at_once(api, session):
+    make_cluster(session, "small", gpus=2)
+    assert api.post("/v1/jobs", json=small_spec(gpus=4)).status_code == 422
+    # Another replica registers a bigger cluster: this server's cached view of
+    # capacity is now stale, but a refusal is always re-checked.
+    make_cluster(session, "big", gpus=4)
+    assert api.post("/v1/jobs", json=small_spec(gpus=4)).status_code == 201

@@ -26,6 +26,8 @@ from trainplane.services.placement import place_queued_jobs
 
 log = logging.getLogger(__name__)
 
+MIN_PASS_SECONDS = 0.1
+
 
 class Scheduler:
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
@@ -125,6 +127,8 @@ class Scheduler:
                 log.exception("scheduler iteration failed")
             elapsed = time.monotonic() - started
             wakeup.wait_for_work(max(0.0, self.settings.scheduler_interval_seconds - elapsed))
+            # A burst of submissions wakes the loop once per pass, not once each.
+            self._stop.wait(max(0.0, MIN_PASS_SECONDS - (time.monotonic() - started)))
 
     def stop(self, timeout: float = 10) -> None:
         self._stop.set()

@@ -3,11 +3,13 @@ snapshot that placement and wait reasons are computed from."""
 
 from __future__ import annotations
 
+import time
+import weakref
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -41,6 +43,7 @@ def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster
             session.add(cluster)
     except IntegrityError:
         raise ConflictError(f"a cluster named '{fields['name']}' is already registered") from None
+    _forget_capacity(session)
     return cluster
 
 
@@ -58,6 +61,7 @@ def upsert_cluster(session: Session, **fields: Any) -> Cluster:
                 setattr(cluster, key, value)
             cluster.updated_at = utcnow()
         cluster.status, cluster.status_message, cluster.checked_at = "UNKNOWN", "", None
+    _forget_capacity(session)
     return cluster
 
 
@@ -99,6 +103,7 @@ def remove_cluster(session: Session, caller: Caller, name: str) -> None:
                 f"cluster '{name}' runs {live} attempt(s); cancel those jobs or wait for them"
             )
         session.execute(delete(Cluster).where(Cluster.id == cluster.id))
+    _forget_capacity(session)
 
 
 def record_health(session: Session, cluster_id: str, *, ready: bool, message: str) -> None:
@@ -138,6 +143,30 @@ def cluster_capacity(session: Session) -> list[ClusterState]:
         )
         for r in rows
     ]
+
+
+# Registered capacity changes rarely and every submission checks against it, so
+# each process keeps it for a couple of seconds. Only acceptance relies on the
+# cached copy: a refusal is always re-checked against the database.
+CAPACITY_CACHE_SECONDS = 2.0
+_capacity: weakref.WeakKeyDictionary[Engine, tuple[float, list[ClusterState]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def recent_capacity(session: Session) -> list[ClusterState]:
+    """:func:`cluster_capacity`, at most CAPACITY_CACHE_SECONDS old."""
+    engine = session.get_bind()
+    cached = _capacity.get(engine)  # type: ignore[arg-type]
+    if cached is not None and time.monotonic() - cached[0] < CAPACITY_CACHE_SECONDS:
+        return cached[1]
+    fresh = cluster_capacity(session)
+    _capacity[engine] = (time.monotonic(), fresh)  # type: ignore[index]
+    return fresh
+
+
+def _forget_capacity(session: Session) -> None:
+    _capacity.pop(session.get_bind(), None)  # type: ignore[call-overload]
 
 
 def cluster_states(session: Session, now: datetime) -> list[ClusterState]:

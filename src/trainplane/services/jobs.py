@@ -28,7 +28,7 @@ from trainplane.jobs.states import (
     JobStatus,
 )
 from trainplane.services.access import Caller
-from trainplane.services.clusters import cluster_capacity
+from trainplane.services.clusters import cluster_capacity, recent_capacity
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_submission, set_status
@@ -57,12 +57,6 @@ def submit_job(
 ) -> Submission:
     document = spec.model_dump(mode="json")
     fingerprint = spec_fingerprint(document)
-    with read_only(session):
-        if idempotency_key is not None:
-            earlier = _replay(session, caller, idempotency_key, fingerprint)
-            if earlier is not None:
-                return Submission(earlier, created=False)
-        _check_some_cluster_can_hold(session, spec)
     now = utcnow()
     job = Job(
         id=new_id(),
@@ -84,7 +78,13 @@ def submit_job(
         updated_at=now,
     )
     try:
+        # One transaction, one connection: the hot path of the whole API.
         with session.begin():
+            if idempotency_key is not None:
+                earlier = _replay(session, caller, idempotency_key, fingerprint)
+                if earlier is not None:
+                    return Submission(earlier, created=False)
+            _check_some_cluster_can_hold(session, spec)
             job.project = _insert_job(session, caller, job, spec.project)
             record_submission(session, job, actor=caller.subject)
     except IntegrityError:
@@ -153,7 +153,9 @@ def _check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpe
     wait for one."""
     resources = spec.resources
     demand = Demand("new", resources.gpus, resources.gpus_per_node, resources.gpu_type)
-    clusters = cluster_capacity(session)
+    if never_fits_reason(demand, recent_capacity(session)) is None:
+        return
+    clusters = cluster_capacity(session)  # never refuse on a cached view
     reason = never_fits_reason(demand, clusters)
     if reason is None:
         return

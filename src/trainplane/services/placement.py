@@ -27,7 +27,6 @@ SCHEDULER_ACTOR = "scheduler"
 
 @dataclass(frozen=True)
 class PassResult:
-    queued: int
     placed: list[tuple[str, str]]  # (job id, attempt id)
     skipped: bool = False  # another scheduler holds the lock
 
@@ -58,12 +57,15 @@ def load_queue(session: Session) -> list[Demand]:
 def place_queued_jobs(session: Session, now: datetime) -> PassResult:
     with placement_section(), session.begin():
         if not try_placement_lock(session):
-            return PassResult(queued=0, placed=[], skipped=True)
+            return PassResult(placed=[], skipped=True)
         clusters = cluster_states(session, now)
+        if not any(c.ready and c.free for c in clusters):
+            # Nothing can start: the queue, however long, need not be read.
+            return PassResult(placed=[])
         queue = load_queue(session)
         decisions = plan(queue, clusters)
         placed = _start_attempts(session, decisions.placements, clusters, now)
-    return PassResult(queued=len(queue), placed=placed)
+    return PassResult(placed=placed)
 
 
 def _start_attempts(

@@ -1,24 +1,36 @@
 """The queue as users see it: each queued job's position and why it waits,
 computed when asked from the current capacity (stored reasons would go stale
-every time any job starts or ends)."""
+every time any job starts or ends).
+
+Ranking the queue and reading capacity costs a few milliseconds, and job lists
+are the most frequent read, so each process keeps the result for up to a
+second (:class:`QueueSnapshot`). A job the snapshot cannot place (submitted or
+reprioritised since) triggers a fresh one, so positions are never wrong, only
+up to a second old.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job
-from trainplane.jobs.placement import Demand, wait_reason
+from trainplane.jobs.placement import ClusterState, Demand, wait_reason
 from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import cluster_states
 from trainplane.services.placement import queue_order
 
 RANKED_QUEUE_LENGTH = 1000
+SNAPSHOT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -27,29 +39,77 @@ class QueueView:
     reason: str
 
 
-def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
-    """For the QUEUED ones among ``jobs`` (rows or Jobs with id, status, gpus,
-    gpus_per_node, gpu_type). Call inside a unit of work."""
-    queued = [j for j in jobs if j.status == JobStatus.QUEUED.value]
-    if not queued:
-        return {}
-    # Rank the head of the queue only: an index walk of bounded length, however
-    # long the queue. Jobs further back are "more than N ahead".
-    head = session.scalars(
-        select(Job.id)
+@dataclass(frozen=True)
+class QueueSnapshot:
+    positions: dict[str, int]  # the head of the queue, up to RANKED_QUEUE_LENGTH jobs
+    last: tuple[int, datetime, str] | None  # sort key of the last ranked job
+    complete: bool  # the whole queue is ranked
+    clusters: list[ClusterState]
+    taken: float
+
+    def covers(self, job: Any) -> bool:
+        """Whether this snapshot can say where ``job`` stands: it ranked it, or
+        ranked only the head of the queue and the job sorts behind that head.
+        Anything else arrived (or was placed) after the snapshot was taken."""
+        if job.id in self.positions:
+            return True
+        return not self.complete and self.last is not None and _behind(job, self.last)
+
+
+def _behind(job: Any, key: tuple[int, datetime, str]) -> bool:
+    priority, created_at, job_id = key
+    if job.priority != priority:
+        return job.priority < priority
+    return (job.created_at, job.id) > (created_at, job_id)
+
+
+def take_snapshot(session: Session) -> QueueSnapshot:
+    head = session.execute(
+        select(Job.id, Job.priority, Job.created_at)
         .where(Job.status == JobStatus.QUEUED.value)
         .order_by(*queue_order())
         .limit(RANKED_QUEUE_LENGTH)
+    ).all()
+    return QueueSnapshot(
+        positions={row.id: index + 1 for index, row in enumerate(head)},
+        last=(head[-1].priority, head[-1].created_at, head[-1].id) if head else None,
+        complete=len(head) < RANKED_QUEUE_LENGTH,
+        clusters=cluster_states(session, utcnow()),
+        taken=time.monotonic(),
     )
-    positions = {job_id: index + 1 for index, job_id in enumerate(head)}
-    clusters = cluster_states(session, utcnow())
+
+
+_snapshots: weakref.WeakKeyDictionary[Engine, QueueSnapshot] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _snapshot(session: Session, queued: Sequence[Any]) -> QueueSnapshot:
+    engine = session.get_bind()
+    with _lock:
+        cached = _snapshots.get(engine)  # type: ignore[arg-type]
+    fresh = cached is not None and time.monotonic() - cached.taken < SNAPSHOT_SECONDS
+    if cached is not None and fresh and all(cached.covers(job) for job in queued):
+        return cached
+    snapshot = take_snapshot(session)
+    with _lock:
+        _snapshots[engine] = snapshot  # type: ignore[index]
+    return snapshot
+
+
+def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
+    """For the QUEUED ones among ``jobs`` (rows or Jobs with id, status,
+    priority, created_at, gpus, gpus_per_node, gpu_type). Call inside a unit of work."""
+    queued = [j for j in jobs if j.status == JobStatus.QUEUED.value]
+    if not queued:
+        return {}
+    snapshot = _snapshot(session, queued)
     views = {}
     for job in queued:
-        demand = Demand(job.id, job.gpus, job.gpus_per_node, job.gpu_type)
-        position = positions.get(job.id)
-        if position is None and len(positions) < RANKED_QUEUE_LENGTH:
+        position = snapshot.positions.get(job.id)
+        if position is None and snapshot.complete:
             continue  # placed since the page was read
+        demand = Demand(job.id, job.gpus, job.gpus_per_node, job.gpu_type)
         ahead = RANKED_QUEUE_LENGTH if position is None else position - 1
-        reason = wait_reason(demand, clusters, ahead, at_least=position is None)
+        reason = wait_reason(demand, snapshot.clusters, ahead, at_least=position is None)
         views[job.id] = QueueView(position, reason)
     return views
