@@ -58,19 +58,19 @@ def test_kill_9_while_jobs_start_and_run_loses_nothing(env, ray_head, tmp_path):
     log = tmp_path / "server.log"  # all three servers write here
     server = ServerProcess(env, log_path=log, log_level="info").start()
     url, port = server.url, server.port
-    ids = [
-        httpx.post(f"{url}/v1/jobs", json=sleeper(f"crash-{i}"), timeout=10).json()["id"]
-        for i in range(6)
-    ]
-    # Crash while the first ones are being launched.
-    wait_for(lambda: any(j["status"] != "QUEUED" for j in jobs_of(url, ids)), 30, "a launch")
-    server.kill()
-    server = ServerProcess(env, log_path=log, log_level="info", port=port).start()
-    # Crash again while some run.
-    wait_for(lambda: any(j["status"] == "RUNNING" for j in jobs_of(url, ids)), 60, "a run")
-    server.kill()
-    server = ServerProcess(env, log_path=log, log_level="info", port=port).start()
     try:
+        ids = [
+            httpx.post(f"{url}/v1/jobs", json=sleeper(f"crash-{i}"), timeout=10).json()["id"]
+            for i in range(6)
+        ]
+        # Crash while the first ones are being launched.
+        wait_for(lambda: any(j["status"] != "QUEUED" for j in jobs_of(url, ids)), 30, "a launch")
+        server.kill()
+        server = ServerProcess(env, log_path=log, log_level="info", port=port).start()
+        # Crash again while some run.
+        wait_for(lambda: any(j["status"] == "RUNNING" for j in jobs_of(url, ids)), 60, "a run")
+        server.kill()
+        server = ServerProcess(env, log_path=log, log_level="info", port=port).start()
         jobs = wait_for(
             lambda: (js := jobs_of(url, ids)) and all(j["status"] in TERMINAL for j in js) and js,
             180,

@@ -23,10 +23,13 @@ def views(session, ids):
 def test_positions_follow_priority_then_age(session):
     make_cluster(session, gpus=1, status="UNREACHABLE")
     base = utcnow() - timedelta(minutes=5)
-    old, new = (insert_jobs(session, 1, spec=small_spec(gpus=1), created_at=base + timedelta(s))[0]
-                for s in (0, 1))
-    urgent = insert_jobs(session, 1, spec=small_spec(gpus=1), priority=100,
-                         created_at=base + timedelta(seconds=2))[0]
+    old, new = (
+        insert_jobs(session, 1, spec=small_spec(gpus=1), created_at=base + timedelta(s))[0]
+        for s in (0, 1)
+    )
+    urgent = insert_jobs(
+        session, 1, spec=small_spec(gpus=1), priority=100, created_at=base + timedelta(seconds=2)
+    )[0]
     shown = views(session, [old, new, urgent])
     assert [shown[i].position for i in (urgent, old, new)] == [1, 2, 3]
     assert shown[old].reason == "waiting for 1 GPU: local is unreachable"

@@ -5,6 +5,7 @@ due (launch, watch, stop) with the cluster calls spread over a thread pool."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from trainplane.services.placement import place_queued_jobs
 log = logging.getLogger(__name__)
 
 MIN_PASS_SECONDS = 0.1
+HOUSEKEEPING_SECONDS = 1.0
 
 
 class Scheduler:
@@ -39,14 +41,18 @@ class Scheduler:
         )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_housekeeping = -math.inf
 
     # --- one iteration, in the order that keeps latency low ------------------------
 
     def run_once(self) -> None:
-        now = utcnow()
-        with self.sessions() as session:
-            attempt_service.requeue_restarts(session, now)
-        self.check_clusters()
+        # Backoffs and cluster probes work in seconds: no need to look at them
+        # on every pass of a loop that submissions wake many times a second.
+        if time.monotonic() - self._last_housekeeping >= HOUSEKEEPING_SECONDS:
+            self._last_housekeeping = time.monotonic()
+            with self.sessions() as session:
+                attempt_service.requeue_restarts(session, utcnow())
+            self.check_clusters()
         with self.sessions() as session:
             result = place_queued_jobs(session, utcnow())
         if result.placed:
