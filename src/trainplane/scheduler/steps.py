@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayClusters
+from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.scheduler.launch import LaunchError, launch_request
 from trainplane.services.attempts import (
@@ -61,7 +61,7 @@ def advance(
         return Unreachable(str(exc))
 
 
-def _stop(ray, work: AttemptWork, why: str) -> Observed:  # type: ignore[no-untyped-def]
+def _stop(ray: RayCluster, work: AttemptWork, why: str) -> Observed:
     """Ask the cluster to stop the attempt and report where it stands; called
     again on every look until the Ray job has ended."""
     ray.stop(work.attempt_id)
