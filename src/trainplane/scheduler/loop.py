@@ -99,8 +99,11 @@ class Scheduler:
                 )
             if applied is None:
                 log.warning("lease on attempt %s was lost; result dropped", work.attempt_id)
-            elif applied.job_status is not None:
-                log.info("job %s -> %s", work.job_id, applied.job_status)
+            else:
+                if applied.job_status is not None:
+                    log.info("job %s -> %s", work.job_id, applied.job_status)
+                for note in applied.notes:
+                    log.info("attempt %s: %s", work.attempt_id, note)
 
     def check_clusters(self) -> None:
         """Probe clusters not checked recently; placement uses only READY ones."""

@@ -28,7 +28,6 @@ SCHEDULER_ACTOR = "scheduler"
 @dataclass(frozen=True)
 class PassResult:
     placed: list[tuple[str, str]]  # (job id, attempt id)
-    skipped: bool = False  # another scheduler holds the lock
 
 
 def queue_order() -> tuple:
@@ -57,7 +56,7 @@ def load_queue(session: Session) -> list[Demand]:
 def place_queued_jobs(session: Session, now: datetime) -> PassResult:
     with placement_section(), session.begin():
         if not try_placement_lock(session):
-            return PassResult(placed=[], skipped=True)
+            return PassResult(placed=[])  # another scheduler is placing
         clusters = cluster_states(session, now)
         if not any(c.ready and c.free for c in clusters):
             # Nothing can start: the queue, however long, need not be read.
