@@ -37,6 +37,8 @@ from trainplane.testing.postgres import ThrowawayPostgres
 ALL_BACKENDS = ("postgres", "sqlite")
 RAY_SLOTS = 2
 DEFAULT_PROJECT_ID = "0" * 26
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TORCH_EXTENSIONS_CACHE = REPO_ROOT / ".cache" / "torch_extensions"
 
 
 def _backends() -> tuple[str, ...]:
@@ -170,6 +172,8 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]
     with pytest.MonkeyPatch.context() as patch:
         # Ray writes under $HOME; keep it out of the real one.
         patch.setenv("HOME", str(home))
+        # DeepSpeed compiles its ops on first use; keep them across sessions.
+        patch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS_CACHE))
         # Ray's unix sockets live under its state folder: keep the path short.
         state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
         try:

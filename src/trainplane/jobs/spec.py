@@ -329,6 +329,11 @@ class _JobCommon(Strict):
     retries: Retries = Field(default_factory=Retries)
     priority: Literal["low", "normal", "high"] = "normal"
     max_runtime: Duration | None = Field(default=None, description="For example 24h or 90m.")
+    stuck_after: Duration | None = Field(
+        default=None,
+        description="Restart an attempt whose step has not advanced for this long "
+        "(e.g. a collective hang). Default: the server's setting.",
+    )
     tracking: Tracking = Field(default_factory=Tracking)
     register_model: RegisterModel | None = None
 
@@ -340,10 +345,22 @@ class _JobCommon(Strict):
     def max_runtime_seconds(self) -> int | None:
         return None if self.max_runtime is None else parse_duration(self.max_runtime)
 
+    @property
+    def stuck_after_seconds(self) -> int | None:
+        return None if self.stuck_after is None else parse_duration(self.stuck_after)
+
+
+class Optimization(Strict):
+    """How a TrainContext steps the optimizer; the same under every strategy."""
+
+    grad_accum: int = Field(default=1, ge=1, le=65_536, description="Micro-batches per step.")
+    max_grad_norm: float | None = Field(default=None, gt=0, description="Clip gradients to it.")
+
 
 class TrainSpec(_JobCommon):
     kind: Literal["train"]
     entrypoint: Entrypoint
+    optimization: Optimization = Field(default_factory=Optimization)
 
 
 # --- fine-tune recipe -----------------------------------------------------------

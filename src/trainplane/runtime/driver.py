@@ -1,7 +1,8 @@
 """The entrypoint of every attempt's Ray job: ``python -m trainplane.runtime.driver``.
 
-It reads the job's spec from the environment, places the gang of workers and
-runs the job's command on each with torchrun's environment. Its exit code is
+It reads the job's spec from the environment. A train function runs through
+Ray Train (or inline for one worker); a script or command runs once per worker
+of a gang placed here, with torchrun's environment. Its exit code is
 the job's: 0 when every rank succeeded, otherwise the first failing rank's code.
 """
 
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from typing import Any
 
 from trainplane.runtime import env as tp_env
@@ -23,6 +25,7 @@ from trainplane.runtime.processes import die_with_parent, forward_output
 # The driver's own failures, distinct from a user command's exit code.
 EXIT_BAD_SPEC = 64
 EXIT_UNSUPPORTED = 65
+EXIT_TRAINING_FAILED = 1
 LOG_GRACE_SECONDS = 1.0
 
 
@@ -47,16 +50,15 @@ def main() -> int:
     except (KeyError, ValueError) as exc:
         print(f"trainplane: the attempt carries no readable spec ({exc})", flush=True)
         return EXIT_BAD_SPEC
-    argv = command_of(spec.get("entrypoint") or {})
-    if argv is None:
-        print(
-            "trainplane: only command and script entrypoints run on this version of the runtime",
-            flush=True,
-        )
-        return EXIT_UNSUPPORTED
-
     resources = spec["resources"]
     on_gpu = accelerator.lower() != "cpu"
+    entrypoint = spec.get("entrypoint") or {}
+    if entrypoint.get("function"):
+        return run_function(spec, on_gpu=on_gpu)
+    argv = command_of(entrypoint)
+    if argv is None:
+        print("trainplane: the spec has no entrypoint this runtime can run", flush=True)
+        return EXIT_UNSUPPORTED
     shape = GangShape(
         workers=resources["gpus"],
         workers_per_node=resources.get("gpus_per_node"),
@@ -99,6 +101,37 @@ def main() -> int:
     time.sleep(LOG_GRACE_SECONDS)
     print(f"trainplane: workers finished with exit code {code}", flush=True)
     return code
+
+
+def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:
+    """A train function: on one worker right here, on a gang through Ray Train."""
+    workers = int(spec["resources"]["gpus"])
+    os.environ[tp_env.DEVICE] = "cuda" if on_gpu else "cpu"
+    if not on_gpu:
+        threads = max(1, int(spec["resources"].get("cpus_per_worker", 1)))
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    restarts_left = int(os.environ.get(tp_env.RESTARTS_LEFT, "0"))
+    print(
+        f"trainplane: running {spec['entrypoint']['function']} on {workers} "
+        f"{'GPU' if on_gpu else 'CPU'} worker(s), strategy {spec['strategy']['type']}, "
+        f"precision {spec.get('precision', 'fp32')}",
+        flush=True,
+    )
+    try:
+        if workers == 1:
+            from trainplane.runtime.local import run_local
+
+            run_local(spec)
+        else:
+            from trainplane.runtime.ray_train import run_with_ray_train
+
+            run_with_ray_train(spec, on_gpu=on_gpu, restarts_left=restarts_left)
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"trainplane: training failed: {type(exc).__name__}: {exc}", flush=True)
+        return EXIT_TRAINING_FAILED
+    print("trainplane: training finished", flush=True)
+    return 0
 
 
 def run_inline(argv: list[str], common_env: dict[str, str]) -> int:

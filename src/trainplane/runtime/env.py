@@ -9,6 +9,11 @@ JOB_ID = "TRAINPLANE_JOB_ID"
 ATTEMPT_ID = "TRAINPLANE_ATTEMPT_ID"
 ACCELERATOR = "TRAINPLANE_ACCELERATOR"  # the cluster's accelerator: cpu, H100, ...
 CONTROL_PLANE_URL = "TRAINPLANE_URL"
+ATTEMPT_TOKEN = "TRAINPLANE_ATTEMPT_TOKEN"  # authenticates this attempt's progress reports
+CHECKPOINT_DIR = "TRAINPLANE_CHECKPOINT_DIR"  # <storage>/<project>/<job-id>/checkpoints
+RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt may use
+# Optional, for runs without a control plane: rank 0 appends its metrics here.
+METRICS_FILE = "TRAINPLANE_METRICS_FILE"
 
 # Set by the driver on each worker process.
 DIST_BACKEND = "TRAINPLANE_DIST_BACKEND"  # gloo on CPU clusters, nccl on GPUs

@@ -1,0 +1,301 @@
+"""Saving and resuming a job's checkpoints by its policy.
+
+Every rank writes its files into a staging folder of its own, then publishes
+them to the job's storage (a rename on a local filesystem, an upload to S3),
+recording sizes and SHA-256 checksums. Rank 0 gathers every rank's file list
+and writes the manifest last. The storage, not Ray Train's bookkeeping, decides
+which checkpoints exist: a folder without a valid manifest is never resumed
+from and is removed by the next save or resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainplane.storage import checkpoints as layout
+from trainplane.storage.backends import LocalStorage, Storage, StorageError, open_storage
+
+STAGING = ".staging"
+RNG_FILE = "trainer/rng-rank-{rank}.pt"
+STATE_FILE = "trainer/state.pt"
+
+
+@dataclass(frozen=True)
+class CheckpointPolicy:
+    every_steps: int | None = None
+    every_minutes: float | None = None
+    keep_last: int = 3
+    keep_best_metric: str | None = None
+    keep_best_mode: str = "min"
+    resume: str = "auto"  # auto | never | a checkpoint URI
+
+    @classmethod
+    def from_spec(cls, section: dict[str, Any]) -> CheckpointPolicy:
+        best = section.get("keep_best") or {}
+        return cls(
+            every_steps=section.get("every_steps"),
+            every_minutes=section.get("every_minutes"),
+            keep_last=section.get("keep_last", 3),
+            keep_best_metric=best.get("metric"),
+            keep_best_mode=best.get("mode", "min"),
+            resume=section.get("resume", "auto"),
+        )
+
+
+@dataclass(frozen=True)
+class Resumed:
+    step: int
+    uri: str
+    trainer_state: dict[str, Any]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(4 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Checkpointer:
+    """One per TrainContext. Every method is collective: call it on all ranks."""
+
+    def __init__(
+        self,
+        root: str | None,
+        policy: CheckpointPolicy,
+        *,
+        rank: int,
+        world_size: int,
+        strategy: str,
+        job_id: str | None,
+        attempt_id: str | None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.root = root
+        self.policy = policy
+        self.rank = rank
+        self.world_size = world_size
+        self.strategy = strategy
+        self.job_id = job_id
+        self.attempt_id = attempt_id
+        self.log = log
+        self.storage: Storage | None = open_storage(root) if root else None
+        self.last_save_time = time.monotonic()
+        self.last_saved_step: int | None = None
+        self._scratch: Path | None = None
+
+    # --- when -------------------------------------------------------------------
+    def due_after(self, previous: int, step: int) -> bool:
+        """Whether the policy asks for a save at ``step``, the last policy save
+        (or resume) having been at ``previous``. Same answer on every rank."""
+        if self.storage is None or step <= previous:
+            return False
+        every = self.policy.every_steps
+        if every and step // every > previous // every:
+            return True
+        if self.policy.every_minutes:
+            elapsed = time.monotonic() - self.last_save_time
+            # Clocks differ per rank: rank 0's decides.
+            return bool(_broadcast(elapsed >= self.policy.every_minutes * 60))
+        return False
+
+    # --- save -------------------------------------------------------------------
+    def save(
+        self,
+        step: int,
+        metrics: dict[str, float],
+        *,
+        write_files: Callable[[Path], None],
+        trainer_state: dict[str, Any],
+        format: str,
+    ) -> str:
+        if self.storage is None:
+            raise StorageError("this job has no checkpoint storage")
+        name = layout.step_folder(step)
+        started = time.monotonic()
+        if self.rank == 0 and any(f.name == name for f in layout.scan(self.storage)):
+            layout.remove(self.storage, name)  # a leftover of an earlier try
+        _barrier()
+        staging = self._staging_folder(name)
+        entries: list[dict[str, Any]] | None = None
+        error: str | None = None
+        try:
+            (staging / "trainer").mkdir(parents=True, exist_ok=True)
+            torch.save(_rng_state(), staging / RNG_FILE.format(rank=self.rank))
+            if self.rank == 0:
+                torch.save(trainer_state, staging / STATE_FILE)
+            write_files(staging)
+            entries = self._publish(staging, name)
+        except Exception as exc:
+            error = f"rank {self.rank}: {type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        gathered = _gather((entries, error), self.world_size)
+        errors = [err for _, err in gathered if err]
+        if errors:
+            raise StorageError(f"checkpoint step {step} was not saved: {'; '.join(errors)}")
+        if self.rank == 0:
+            files = [entry for rank_entries, _ in gathered for entry in rank_entries or []]
+            manifest = layout.Manifest(
+                step=step,
+                metrics=numeric(metrics),
+                strategy=self.strategy,
+                format=format,
+                world_size=self.world_size,
+                files=[layout.FileEntry(**entry) for entry in files],
+                job_id=self.job_id,
+                attempt_id=self.attempt_id,
+            )
+            layout.write_manifest(self.storage, manifest)
+            self._apply_retention(step)
+            size = manifest.size_bytes / 1e6
+            self.log(
+                f"trainplane: checkpoint step {step} saved ({len(files)} files, {size:.1f} MB, "
+                f"{time.monotonic() - started:.1f}s)"
+            )
+        _barrier()
+        self.last_save_time = time.monotonic()
+        self.last_saved_step = step
+        return f"{self.storage.uri}/{name}"
+
+    def _staging_folder(self, name: str) -> Path:
+        if isinstance(self.storage, LocalStorage):
+            # Same filesystem as the checkpoint: publishing is a rename.
+            base = self.storage.local_folder(name) / STAGING / f"rank-{self.rank}"
+        else:
+            base = Path(tempfile.mkdtemp(prefix=f"trainplane-{name}-rank{self.rank}-"))
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        return base
+
+    def _publish(self, staging: Path, name: str) -> list[dict[str, Any]]:
+        assert self.storage is not None
+        entries = []
+        for file in sorted(p for p in staging.rglob("*") if p.is_file()):
+            relative = file.relative_to(staging).as_posix()
+            entries.append(
+                {"path": relative, "size": file.stat().st_size, "sha256": sha256_of(file)}
+            )
+            self.storage.put_file(file, f"{name}/{relative}")
+        return entries
+
+    def _apply_retention(self, newest: int) -> None:
+        assert self.storage is not None
+        folders = layout.scan(self.storage)
+        complete = [folder for folder in folders if folder.complete]
+        victims = layout.retention_victims(
+            complete,
+            keep_last=self.policy.keep_last,
+            keep_best_metric=self.policy.keep_best_metric,
+            keep_best_mode=self.policy.keep_best_mode,
+        )
+        # Unfinished saves older than this one can never complete now.
+        victims += [f for f in folders if not f.complete and f.step < newest]
+        for folder in victims:
+            layout.remove(self.storage, folder.name)
+
+    # --- resume -----------------------------------------------------------------
+    def find_resume_point(self) -> tuple[str, str] | None:
+        """(storage URI, folder name) to resume from, decided by rank 0 and
+        shared with every rank. Rank 0 also clears unfinished saves."""
+        choice: tuple[str, str] | None = None
+        if self.rank == 0:
+            choice = self._choose()
+        return _broadcast(choice)
+
+    def _choose(self) -> tuple[str, str] | None:
+        if self.policy.resume == "never":
+            return None
+        if self.storage is not None:
+            folders = layout.scan(self.storage)
+            for folder in folders:
+                if not folder.complete:
+                    self.log(f"trainplane: removing unfinished checkpoint {folder.name}")
+                    layout.remove(self.storage, folder.name)
+            complete = [folder for folder in folders if folder.complete]
+            if complete:
+                return self.storage.uri, complete[-1].name
+        if self.policy.resume not in ("auto", "never"):
+            # A checkpoint of another job (or an earlier run) to start from.
+            parent, _, name = self.policy.resume.rstrip("/").rpartition("/")
+            storage = open_storage(parent)
+            found = [f for f in layout.scan(storage) if f.name == name]
+            if not found or not found[0].complete:
+                raise StorageError(
+                    f"checkpoint.resume {self.policy.resume} is not a complete checkpoint"
+                )
+            return storage.uri, name
+        return None
+
+    def open_for_reading(self, storage_uri: str, name: str) -> tuple[Path, layout.Manifest]:
+        """A local folder with every rank's files of the checkpoint."""
+        storage = open_storage(storage_uri)
+        found = [f for f in layout.scan(storage) if f.name == name]
+        if not found or found[0].manifest is None:
+            raise StorageError(f"{storage_uri}/{name} is no longer a complete checkpoint")
+        if isinstance(storage, LocalStorage):
+            return storage.local_folder(name), found[0].manifest
+        local = Path(tempfile.mkdtemp(prefix=f"trainplane-resume-{name}-"))
+        storage.get_tree(name, local)
+        self._scratch = local
+        return local, found[0].manifest
+
+    def done_reading(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
+def numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    return {
+        key: float(value)
+        for key, value in metrics.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def read_rank_rng(folder: Path, rank: int) -> dict[str, Any] | None:
+    path = folder / RNG_FILE.format(rank=rank)
+    return torch.load(path, weights_only=False) if path.exists() else None
+
+
+def read_trainer_state(folder: Path) -> dict[str, Any]:
+    return torch.load(folder / STATE_FILE, weights_only=False)
+
+
+def _rng_state() -> dict[str, Any]:
+    from trainplane.runtime import rng
+
+    return rng.capture()
+
+
+def _barrier() -> None:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def _gather(value: Any, world_size: int) -> list[Any]:
+    if not dist.is_initialized() or world_size == 1:
+        return [value]
+    gathered: list[Any] = [None] * world_size
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def _broadcast(value: Any) -> Any:
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return value
+    holder = [value]
+    dist.broadcast_object_list(holder, src=0)
+    return holder[0]

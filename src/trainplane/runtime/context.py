@@ -1,0 +1,336 @@
+"""``trainplane.TrainContext``: what a train function receives.
+
+The same user code runs under every strategy::
+
+    def train(ctx: trainplane.TrainContext):
+        loader = ctx.data_loader(dataset, batch_size=32)
+        model, optimizer = ctx.prepare(model, torch.optim.AdamW(model.parameters()))
+        ctx.restore()                       # resume from the latest checkpoint, if any
+        for batch in loader.forever():
+            loss = compute_loss(model, batch)
+            ctx.backward(loss)
+            if ctx.step():                  # True when the optimizer stepped
+                ctx.report({"loss": loss.item()})   # checkpoints by the job's policy
+            if ctx.global_step >= max_steps:
+                break
+
+Every method that touches model state (prepare, restore, report, checkpoint) is
+collective: call it on every rank, at the same steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainplane.runtime import rng
+from trainplane.runtime.checkpointing import (
+    Checkpointer,
+    CheckpointPolicy,
+    numeric,
+    read_rank_rng,
+    read_trainer_state,
+)
+from trainplane.runtime.data import ResumableLoader
+from trainplane.runtime.reporting import ProgressReporter
+from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
+from trainplane.runtime.strategies.base import OptimizerArg
+
+LOG_EVERY_SECONDS = 10.0
+
+
+class TrainContext:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        *,
+        rank: int,
+        local_rank: int,
+        world_size: int,
+        local_world_size: int = 1,
+        node_rank: int = 0,
+        device: torch.device,
+        job_id: str | None = None,
+        attempt_id: str | None = None,
+        checkpoint_root: str | None = None,
+        reporter: ProgressReporter | None = None,
+    ) -> None:
+        self.spec = spec
+        self.rank = rank
+        self.local_rank = local_rank
+        self.world_size = world_size
+        self.local_world_size = local_world_size
+        self.node_rank = node_rank
+        self.device = device
+        self.job_id = job_id
+        self.attempt_id = attempt_id
+        self.args: dict[str, Any] = dict((spec.get("entrypoint") or {}).get("args") or {})
+        self.strategy: str = (spec.get("strategy") or {}).get("type", "ddp")
+        self.precision: str = spec.get("precision", "fp32")
+        optimization = spec.get("optimization") or {}
+        self.grad_accum: int = int(optimization.get("grad_accum", 1))
+        self.max_grad_norm: float | None = optimization.get("max_grad_norm")
+        self.global_step = 0
+        self.total_steps: int | None = None
+        # The caller's own values to keep in checkpoints (e.g. the best eval loss).
+        self.state: dict[str, Any] = {}
+        self.resumed_from: str | None = None
+        self._runner: StrategyRunner | None = None
+        self._lr_scheduler: Any = None
+        self._loaders: list[ResumableLoader] = []
+        self._micro = 0
+        self._reporter = reporter if rank == 0 else None
+        self._checkpointer = Checkpointer(
+            checkpoint_root,
+            CheckpointPolicy.from_spec(spec.get("checkpoint") or {}),
+            rank=rank,
+            world_size=world_size,
+            strategy=self.strategy,
+            job_id=job_id,
+            attempt_id=attempt_id,
+            log=self.log,
+        )
+        self._policy_step = 0
+        self._last_report: tuple[float, int] | None = None
+        self._last_log = 0.0
+        self.started_at = time.monotonic()
+
+    # --- where am I -----------------------------------------------------------------
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def log(self, message: str) -> None:
+        """Print once (rank 0), into the job's log."""
+        if self.rank == 0:
+            print(message, flush=True)
+
+    def barrier(self) -> None:
+        if dist.is_initialized() and self.world_size > 1:
+            dist.barrier()
+
+    def mean(self, value: float | torch.Tensor) -> float:
+        """The mean of ``value`` over all ranks (e.g. an eval loss)."""
+        tensor = torch.as_tensor(value, dtype=torch.float64, device=self._comm_device()).clone()
+        if dist.is_initialized() and self.world_size > 1:
+            dist.all_reduce(tensor)
+            tensor /= self.world_size
+        return float(tensor.item())
+
+    def _comm_device(self) -> torch.device:
+        return self.device if self.device.type == "cuda" else torch.device("cpu")
+
+    # --- data ---------------------------------------------------------------------
+    def data_loader(
+        self,
+        dataset: Any,
+        *,
+        batch_size: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        num_workers: int = 0,
+        tokens_per_sample: int | None = None,
+    ) -> ResumableLoader:
+        """This rank's share of ``dataset`` in batches of ``batch_size`` (per rank).
+        Its position is saved in checkpoints and restored by ``restore()``."""
+        loader = ResumableLoader(
+            dataset,
+            batch_size=batch_size,
+            rank=self.rank,
+            world_size=self.world_size,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            collate_fn=collate_fn,
+            num_workers=num_workers,
+            pin_memory=self.device.type == "cuda",
+            tokens_per_sample=tokens_per_sample,
+        )
+        self._loaders.append(loader)
+        return loader
+
+    # --- model ----------------------------------------------------------------------
+    def prepare(
+        self,
+        model: torch.nn.Module,
+        optimizer: OptimizerArg,
+        lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+    ) -> tuple[Any, Any]:
+        """Apply the job's strategy. ``optimizer`` is an optimizer over
+        ``model.parameters()`` or a function of the parameters that builds one;
+        ``lr_scheduler`` is a function of the final torch optimizer. Use the returned
+        model and optimizer from here on."""
+        if self._runner is not None:
+            raise RuntimeError("prepare() is called once per TrainContext")
+        if lr_scheduler is not None and not callable(lr_scheduler):
+            raise TypeError("lr_scheduler is a function of the optimizer, e.g. lambda o: ...")
+        settings = StrategySettings(
+            strategy=self.spec.get("strategy") or {"type": self.strategy},
+            precision=self.precision,
+            device=self.device,
+            rank=self.rank,
+            local_rank=self.local_rank,
+            world_size=self.world_size,
+            grad_accum=self.grad_accum,
+            max_grad_norm=self.max_grad_norm,
+            micro_batch_size=self._loaders[0].batch_size if self._loaders else None,
+        )
+        self._runner = make_runner(settings)
+        prepared_model, prepared_optimizer = self._runner.prepare(model, optimizer)
+        if lr_scheduler is not None:
+            self._lr_scheduler = lr_scheduler(self._runner.base_optimizer)
+        return prepared_model, prepared_optimizer
+
+    def unwrap(self) -> torch.nn.Module:
+        """The user's module inside the strategy's wrapper."""
+        return self._prepared().unwrapped()
+
+    def _prepared(self) -> StrategyRunner:
+        if self._runner is None:
+            raise RuntimeError("call ctx.prepare(model, optimizer) first")
+        return self._runner
+
+    # --- one micro-batch ------------------------------------------------------------
+    def backward(self, loss: torch.Tensor) -> None:
+        runner = self._prepared()
+        self._micro += 1
+        boundary = self._micro % self.grad_accum == 0
+        if self.grad_accum > 1 and not runner.scales_loss_itself():
+            loss = loss / self.grad_accum
+        runner.backward(loss, boundary=boundary)
+
+    def step(self) -> bool:
+        """Step the optimizer at the end of each ``optimization.grad_accum``
+        micro-batches (and the LR scheduler with it); True when it stepped."""
+        runner = self._prepared()
+        if self._micro % self.grad_accum != 0:
+            runner.micro_step()
+            return False
+        runner.step()
+        if self._lr_scheduler is not None:
+            self._lr_scheduler.step()
+        self.global_step += 1
+        return True
+
+    # --- progress and checkpoints ------------------------------------------------------
+    def report(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        """Record rank 0's metrics at ``step`` (default: optimizer steps so far),
+        then save a checkpoint if the job's policy asks for one."""
+        step = self.global_step if step is None else step
+        values = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
+        values = numeric(values)
+        self._add_throughput(values, step)
+        if self._reporter is not None:
+            self._reporter.record(step, values, self.total_steps)
+        self._maybe_log(step, values)
+        if self._checkpointer.due_after(self._policy_step, step):
+            self.checkpoint(values, step=step)
+
+    def checkpoint(self, metrics: dict[str, Any] | None = None, step: int | None = None) -> str:
+        """Save a checkpoint now; returns its URI."""
+        runner = self._prepared()
+        step = self.global_step if step is None else step
+        state = {
+            "global_step": self.global_step,
+            "micro": self._micro,
+            "lr_scheduler": (
+                self._lr_scheduler.state_dict() if self._lr_scheduler is not None else None
+            ),
+            "loaders": [loader.state_dict() for loader in self._loaders],
+            "user": self.state,
+            "strategy": runner.extra_state(),
+        }
+        uri = self._checkpointer.save(
+            step,
+            numeric(metrics or {}),
+            write_files=runner.save,
+            trainer_state=state,
+            format=runner.format,
+        )
+        self._policy_step = step
+        return uri
+
+    def restore(self) -> int:
+        """Load the latest complete checkpoint (per ``checkpoint.resume``) into
+        the prepared model and optimizer, the LR scheduler, the data loaders, the
+        RNGs and ``ctx.state``. Returns the step it resumed at (0 when none)."""
+        runner = self._prepared()
+        point = self._checkpointer.find_resume_point()
+        if point is None:
+            return 0
+        folder, manifest = self._checkpointer.open_for_reading(*point)
+        try:
+            if manifest.format != runner.format:
+                raise RuntimeError(
+                    f"checkpoint {point[1]} was saved by strategy {manifest.strategy} "
+                    f"({manifest.format}); strategy {self.strategy} cannot load it"
+                )
+            if runner.format == "deepspeed" and manifest.world_size != self.world_size:
+                raise RuntimeError(
+                    f"checkpoint {point[1]} was saved by {manifest.world_size} DeepSpeed "
+                    f"workers; it loads only at the same world size, not {self.world_size}"
+                )
+            runner.load(folder)
+            state = read_trainer_state(folder)
+            own_rng = (
+                read_rank_rng(folder, self.rank) if manifest.world_size == self.world_size else None
+            )
+        finally:
+            self.barrier()
+            self._checkpointer.done_reading()
+        self.global_step = int(state["global_step"])
+        self._micro = int(state["micro"])
+        if self._lr_scheduler is not None and state.get("lr_scheduler") is not None:
+            self._lr_scheduler.load_state_dict(state["lr_scheduler"])
+        for loader, loader_state in zip(self._loaders, state.get("loaders") or [], strict=False):
+            loader.load_state_dict(loader_state)
+        self.state = dict(state.get("user") or {})
+        runner.load_extra_state(state.get("strategy") or {})
+        if own_rng is not None:
+            rng.restore(own_rng)
+        self._policy_step = manifest.step
+        self._checkpointer.last_saved_step = manifest.step
+        self.resumed_from = f"{point[0]}/{point[1]}"
+        self.log(f"trainplane: resumed from checkpoint step {manifest.step} ({self.resumed_from})")
+        return manifest.step
+
+    def close(self) -> None:
+        if self._reporter is not None:
+            self._reporter.close()
+
+    # --- internals -----------------------------------------------------------------------
+    def _add_throughput(self, values: dict[str, float], step: int) -> None:
+        now = time.monotonic()
+        previous, self._last_report = self._last_report, (now, step)
+        if previous is None or step <= previous[1]:
+            return
+        seconds = (now - previous[0]) / (step - previous[1])
+        values.setdefault("step_time_s", seconds)
+        if self._loaders:
+            loader = self._loaders[0]
+            samples = loader.batch_size * self.world_size * self.grad_accum
+            values.setdefault("samples_per_s", samples / seconds)
+            if loader.tokens_per_sample:
+                values.setdefault("tokens_per_s", samples * loader.tokens_per_sample / seconds)
+        if self.device.type == "cuda":
+            values.setdefault("gpu_memory_gb", torch.cuda.max_memory_allocated() / 2**30)
+            with contextlib.suppress(Exception):  # needs NVML; not every image has it
+                values.setdefault("gpu_utilization", float(torch.cuda.utilization()))
+
+    def _maybe_log(self, step: int, values: dict[str, float]) -> None:
+        if self.rank != 0:
+            return
+        now = time.monotonic()
+        if now - self._last_log < LOG_EVERY_SECONDS and self._last_log:
+            return
+        self._last_log = now
+        of = f"/{self.total_steps}" if self.total_steps else ""
+        shown = " ".join(f"{k}={v:.4g}" for k, v in list(values.items())[:6])
+        print(f"trainplane: step {step}{of} {shown}", flush=True)

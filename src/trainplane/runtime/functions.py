@@ -1,0 +1,74 @@
+"""Running a job's train function (``entrypoint.function: module:fn``) on one
+rank: build its TrainContext from the attempt's environment and call it."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from trainplane.runtime import env as tp_env
+from trainplane.runtime.context import TrainContext
+from trainplane.runtime.reporting import ProgressReporter
+
+
+class EntrypointError(Exception):
+    """The train function cannot be found; the message says why."""
+
+
+def load_function(reference: str) -> Callable[[TrainContext], Any]:
+    module_name, _, name = reference.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # the job's working_dir
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EntrypointError(f"entrypoint.function {reference}: cannot import {exc}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise EntrypointError(f"entrypoint.function {reference}: {module_name} has no {name}()")
+    return function
+
+
+def run_rank(
+    spec: dict[str, Any],
+    *,
+    rank: int,
+    local_rank: int,
+    world_size: int,
+    local_world_size: int,
+    node_rank: int,
+    device: torch.device,
+) -> Any:
+    """Call the train function with this rank's context; return what it returns."""
+    function = load_function(spec["entrypoint"]["function"])
+    reporter = None
+    if rank == 0:
+        reporter = ProgressReporter(
+            url=os.environ.get(tp_env.CONTROL_PLANE_URL),
+            job_id=os.environ.get(tp_env.JOB_ID),
+            attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
+            token=os.environ.get(tp_env.ATTEMPT_TOKEN),
+            metrics_file=os.environ.get(tp_env.METRICS_FILE),
+        )
+    context = TrainContext(
+        spec,
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world_size,
+        local_world_size=local_world_size,
+        node_rank=node_rank,
+        device=device,
+        job_id=os.environ.get(tp_env.JOB_ID),
+        attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
+        checkpoint_root=os.environ.get(tp_env.CHECKPOINT_DIR),
+        reporter=reporter,
+    )
+    try:
+        return function(context)
+    finally:
+        context.close()

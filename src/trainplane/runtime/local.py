@@ -1,0 +1,88 @@
+"""Run a train function without Ray: in this process (one worker), or once per
+process under ``torchrun`` (``torchrun --nproc-per-node N -m trainplane.runtime.local``).
+
+The spec comes from ``TRAINPLANE_SPEC`` (JSON) or a file given as the first
+argument. This is how a one-worker job runs inside its driver, and how the
+runtime is measured and checked on machines without Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import traceback
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainplane.runtime import env as tp_env
+from trainplane.runtime.functions import run_rank
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def device_for(local_rank: int) -> torch.device:
+    wanted = os.environ.get(tp_env.DEVICE)
+    if wanted == "cuda" or (wanted is None and torch.cuda.is_available()):
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def run_local(spec: dict[str, Any]) -> Any:
+    """Join (or make) the process group from torchrun's environment and run."""
+    rank = int(os.environ.get("RANK", 0))
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    device = device_for(local_rank)
+    created = False
+    if not dist.is_initialized():
+        if "MASTER_ADDR" not in os.environ:
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        created = True
+    try:
+        return run_rank(
+            spec,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)),
+            node_rank=int(os.environ.get("GROUP_RANK", 0)),
+            device=device,
+        )
+    finally:
+        if created:
+            dist.destroy_process_group()
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        with open(argv[0]) as handle:
+            spec = json.load(handle) if argv[0].endswith(".json") else _yaml(handle.read())
+    else:
+        spec = json.loads(os.environ[tp_env.SPEC])
+    try:
+        run_local(spec)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _yaml(text: str) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

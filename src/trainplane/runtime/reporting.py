@@ -1,0 +1,116 @@
+"""Progress from rank 0 to the control plane, off the training thread.
+
+Points are queued and sent in batches every couple of seconds (each send is
+also the attempt's heartbeat), so a slow or unreachable control plane never
+slows a step. A 409 means the control plane considers the attempt over: the
+reporter stops. Without a control plane (a local run) points can go to a JSON
+Lines file instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import httpx
+
+SEND_EVERY_SECONDS = 2.0
+MAX_BATCH = 1000
+MAX_QUEUED = 20_000  # beyond this the oldest points are dropped, never the run
+
+
+class ProgressReporter:
+    def __init__(
+        self,
+        *,
+        url: str | None,
+        job_id: str | None,
+        attempt_id: str | None,
+        token: str | None,
+        metrics_file: str | None = None,
+        send_every: float = SEND_EVERY_SECONDS,
+    ) -> None:
+        self.endpoint = (
+            f"{url.rstrip('/')}/v1/jobs/{job_id}/attempts/{attempt_id}/progress"
+            if url and job_id and attempt_id and token
+            else None
+        )
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.metrics_file = metrics_file
+        self.send_every = send_every
+        self.queue: deque[dict[str, Any]] = deque(maxlen=MAX_QUEUED)
+        self.step: int | None = None
+        self.total_steps: int | None = None
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.closing = False
+        self.revoked = False
+        self.failures = 0
+        self.thread: threading.Thread | None = None
+        if self.endpoint:
+            self.thread = threading.Thread(
+                target=self._run, name="trainplane-progress", daemon=True
+            )
+            self.thread.start()
+
+    def record(self, step: int, metrics: dict[str, float], total_steps: int | None) -> None:
+        point = {
+            "step": step,
+            "time": time.time(),
+            "metrics": {k: v for k, v in metrics.items() if math.isfinite(v)},
+        }
+        if self.metrics_file:
+            with open(self.metrics_file, "a") as handle:
+                handle.write(json.dumps(point) + "\n")
+        if self.endpoint is None or self.revoked:
+            return
+        with self.lock:
+            self.queue.append(point)
+            self.step = step
+            self.total_steps = total_steps
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Send what is queued, waiting at most ``timeout`` seconds."""
+        if self.thread is None:
+            return
+        self.closing = True
+        self.wake.set()
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=10.0, headers=self.headers) as client:
+            while not self.revoked:
+                self.wake.wait(self.send_every)
+                self.wake.clear()
+                self._send(client)
+                if self.closing and (not self.queue or self.failures >= 3):
+                    return
+
+    def _send(self, client: httpx.Client) -> None:
+        assert self.endpoint is not None
+        with self.lock:
+            batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_BATCH))]
+            body = {"step": self.step, "total_steps": self.total_steps, "points": batch}
+        try:
+            answer = client.post(self.endpoint, json=body)
+        except httpx.HTTPError:
+            answer = None
+        if answer is not None and answer.status_code == 409:
+            self.revoked = True  # the attempt is over as far as the control plane knows
+            return
+        if answer is None or answer.status_code >= 500 or answer.status_code == 429:
+            self.failures += 1
+            with self.lock:
+                self.queue.extendleft(reversed(batch))  # try again next time
+            return
+        self.failures = 0
+        if answer.status_code >= 400:
+            print(
+                f"trainplane: the control plane refused progress ({answer.status_code}): "
+                f"{answer.text[:300]}",
+                flush=True,
+            )

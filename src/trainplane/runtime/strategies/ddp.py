@@ -1,0 +1,85 @@
+"""DistributedDataParallel: a full replica per rank, gradients all-reduced.
+Checkpoints are plain state dicts written by rank 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from trainplane.runtime.strategies.base import OptimizerArg, StrategyRunner, clip, make_optimizer
+
+
+class DDPRunner(StrategyRunner):
+    name = "ddp"
+    format = "state-dict"
+
+    def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
+        settings = self.settings
+        model = model.to(settings.device)
+        self.optimizer = make_optimizer(optimizer, model.parameters())
+        on_cuda = settings.device.type == "cuda"
+        wrapped = DistributedDataParallel(
+            model, device_ids=[settings.device.index] if on_cuda else None
+        )
+        if settings.precision != "fp32":
+            # The forward runs in the low precision; weights and optimizer stay fp32.
+            wrapped.forward = torch.autocast(  # type: ignore[method-assign]
+                device_type=settings.device.type, dtype=settings.dtype
+            )(wrapped.forward)
+        self.scaler = (
+            torch.amp.GradScaler("cuda") if settings.precision == "fp16" and on_cuda else None
+        )
+        self.model = wrapped
+        self.base_optimizer = self.optimizer
+        return wrapped, self.optimizer
+
+    def unwrapped(self) -> torch.nn.Module:
+        return self.model.module
+
+    def backward(self, loss: torch.Tensor, *, boundary: bool) -> None:
+        if self.scaler is not None:
+            loss = self.scaler.scale(loss)
+        if boundary:
+            loss.backward()
+        else:
+            with self.model.no_sync():
+                loss.backward()
+
+    def step(self) -> None:
+        assert self.optimizer is not None
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+            clip(self.model.parameters(), self.settings.max_grad_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            clip(self.model.parameters(), self.settings.max_grad_norm)
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def save(self, folder: Path) -> None:
+        if self.settings.rank != 0:
+            return  # every replica is the same
+        assert self.optimizer is not None
+        torch.save(self.unwrapped().state_dict(), folder / "model.pt")
+        torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
+
+    def load(self, folder: Path) -> None:
+        assert self.optimizer is not None
+        device = self.settings.device
+        self.unwrapped().load_state_dict(
+            torch.load(folder / "model.pt", map_location=device, weights_only=True)
+        )
+        self.optimizer.load_state_dict(
+            torch.load(folder / "optimizer.pt", map_location=device, weights_only=True)
+        )
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"scaler": self.scaler.state_dict()} if self.scaler is not None else {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,94 @@
+"""FSDP2 (``fully_shard``): parameters, gradients and optimizer states sharded
+across ranks. Each block inside a ``ModuleList`` (the layers of a transformer)
+is its own shard unit, then the root. Checkpoints are sharded with
+torch.distributed.checkpoint, so they load at another world size too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+from trainplane.runtime.strategies.base import (
+    OptimizerArg,
+    StrategyRunner,
+    clip,
+    rebuild_optimizer,
+)
+
+DCP_FOLDER = "dcp"
+
+
+def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The blocks to shard one by one: every member of a ModuleList."""
+    units: list[torch.nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList):
+            units.extend(module)
+    return units
+
+
+class FSDPRunner(StrategyRunner):
+    name = "fsdp"
+    format = "dcp"
+
+    def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
+        settings = self.settings
+        options = settings.strategy.get("fsdp") or {}
+        names_by_id = {id(param): name for name, param in model.named_parameters()}
+        mesh = init_device_mesh(settings.device.type, (settings.world_size,))
+        kwargs: dict[str, Any] = {
+            "mesh": mesh,
+            "reshard_after_forward": options.get("reshard_after_forward", True),
+        }
+        if settings.precision != "fp32":
+            kwargs["mp_policy"] = MixedPrecisionPolicy(
+                param_dtype=settings.dtype, reduce_dtype=torch.float32
+            )
+        if options.get("cpu_offload") and settings.device.type == "cuda":
+            # Parameters live in host memory between uses; on a CPU cluster
+            # they are there already.
+            kwargs["offload_policy"] = CPUOffloadPolicy()
+        else:
+            model = model.to(settings.device)
+        for unit in shard_units(model):
+            fully_shard(unit, **kwargs)
+        fully_shard(model, **kwargs)
+        self.model = model
+        self.optimizer = rebuild_optimizer(optimizer, model, names_by_id)
+        self.base_optimizer = self.optimizer
+        return model, self.optimizer
+
+    def backward(self, loss: torch.Tensor, *, boundary: bool) -> None:
+        # Between boundaries the gradients accumulate unsharded-reduced locally.
+        self.model.set_requires_gradient_sync(boundary)
+        loss.backward()
+
+    def step(self) -> None:
+        assert self.optimizer is not None
+        clip(self.model.parameters(), self.settings.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def save(self, folder: Path) -> None:
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        dcp.save(
+            {"model": model_state, "optimizer": optimizer_state},
+            checkpoint_id=folder / DCP_FOLDER,
+        )
+
+    def load(self, folder: Path) -> None:
+        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        state = {"model": model_state, "optimizer": optimizer_state}
+        dcp.load(state, checkpoint_id=folder / DCP_FOLDER)
+        set_state_dict(
+            self.model,
+            self.optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+        )

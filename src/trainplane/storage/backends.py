@@ -1,0 +1,224 @@
+"""Two storages with the same few operations: a local folder and an S3 prefix.
+
+Paths passed to a storage are relative ("step-00000010/manifest.json") and use
+"/" on every platform. S3 access goes through boto3 with adaptive retries and
+multipart transfers; the endpoint can be overridden for S3-compatible stores
+(``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, which boto3 reads itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+# A file being written; never counted as part of a checkpoint.
+PARTIAL_SUFFIX = ".partial"
+
+
+class StorageError(Exception):
+    """A storage operation failed; the message names the URI."""
+
+
+class Storage(Protocol):
+    uri: str
+
+    def child_folders(self) -> list[str]: ...
+    def read_bytes(self, path: str) -> bytes | None: ...
+    def write_bytes(self, path: str, data: bytes) -> None: ...
+    def put_file(self, local: Path, path: str) -> None: ...
+    def get_tree(self, prefix: str, local: Path) -> None: ...
+    def sizes(self, prefix: str) -> dict[str, int]: ...
+    def delete_tree(self, prefix: str) -> None: ...
+    def delete(self, path: str) -> None: ...
+
+
+class LocalStorage:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.uri = str(self.root)
+
+    def _path(self, path: str) -> Path:
+        return self.root.joinpath(*path.split("/")) if path else self.root
+
+    def child_folders(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(entry.name for entry in self.root.iterdir() if entry.is_dir())
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            return self._path(path).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Atomic: readers see the old file or the whole new one."""
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}{PARTIAL_SUFFIX}")
+        with open(partial, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, target)
+
+    def put_file(self, local: Path, path: str) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if local.resolve() == target.resolve():
+            return
+        try:
+            os.replace(local, target)  # same filesystem: a rename, no copy
+        except OSError:
+            shutil.copyfile(local, target)
+
+    def get_tree(self, prefix: str, local: Path) -> None:
+        shutil.copytree(self._path(prefix), local, dirs_exist_ok=True)
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        base = self._path(prefix)
+        return {
+            file.relative_to(base).as_posix(): file.stat().st_size
+            for file in _walk(base)
+            if not file.name.endswith(PARTIAL_SUFFIX)
+        }
+
+    def delete_tree(self, prefix: str) -> None:
+        shutil.rmtree(self._path(prefix), ignore_errors=True)
+
+    def delete(self, path: str) -> None:
+        self._path(path).unlink(missing_ok=True)
+
+    def local_folder(self, prefix: str) -> Path:
+        """Where files under ``prefix`` can be written in place."""
+        return self._path(prefix)
+
+
+def _walk(base: Path) -> Iterator[Path]:
+    if not base.is_dir():
+        return
+    for dirpath, _, filenames in os.walk(base):
+        for name in filenames:
+            yield Path(dirpath) / name
+
+
+class S3Storage:
+    def __init__(self, uri: str, client: Any | None = None) -> None:
+        parsed = urlparse(uri)
+        self.uri = uri.rstrip("/")
+        self.bucket = parsed.netloc
+        self.prefix = parsed.path.strip("/")
+        self.client = client or s3_client()
+
+    def _key(self, path: str) -> str:
+        return "/".join(part for part in (self.prefix, path) if part)
+
+    def _keys(self, prefix: str) -> Iterator[dict[str, Any]]:
+        base = self._key(prefix).rstrip("/") + "/"
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in self._call(paginator.paginate, Bucket=self.bucket, Prefix=base):
+            yield from page.get("Contents", [])
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(*args, **kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise FileNotFoundError(self.uri) from exc
+            raise StorageError(f"{self.uri}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"{self.uri}: {exc}") from exc
+
+    def child_folders(self) -> list[str]:
+        base = self._key("").rstrip("/")
+        base = base + "/" if base else ""
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(paginator.paginate, Bucket=self.bucket, Prefix=base, Delimiter="/")
+        folders = []
+        for page in pages:
+            for entry in page.get("CommonPrefixes", []):
+                folders.append(entry["Prefix"][len(base) :].rstrip("/"))
+        return sorted(folders)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        try:
+            answer = self._call(self.client.get_object, Bucket=self.bucket, Key=self._key(path))
+        except FileNotFoundError:
+            return None
+        return answer["Body"].read()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        # A PUT is atomic: the object appears whole or not at all.
+        self._call(
+            self.client.put_object,
+            Bucket=self.bucket,
+            Key=self._key(path),
+            Body=data,
+            ChecksumAlgorithm="SHA256",
+        )
+
+    def put_file(self, local: Path, path: str) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=8)
+        self._call(
+            self.client.upload_file,
+            str(local),
+            self.bucket,
+            self._key(path),
+            ExtraArgs={"ChecksumAlgorithm": "SHA256"},
+            Config=config,
+        )
+
+    def get_tree(self, prefix: str, local: Path) -> None:
+        base = self._key(prefix).rstrip("/") + "/"
+        for entry in self._keys(prefix):
+            target = local.joinpath(*entry["Key"][len(base) :].split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._call(self.client.download_file, self.bucket, entry["Key"], str(target))
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        base = self._key(prefix).rstrip("/") + "/"
+        return {entry["Key"][len(base) :]: entry["Size"] for entry in self._keys(prefix)}
+
+    def delete_tree(self, prefix: str) -> None:
+        keys = [{"Key": entry["Key"]} for entry in self._keys(prefix)]
+        for start in range(0, len(keys), 1000):
+            self._call(
+                self.client.delete_objects,
+                Bucket=self.bucket,
+                Delete={"Objects": keys[start : start + 1000], "Quiet": True},
+            )
+
+    def delete(self, path: str) -> None:
+        self._call(self.client.delete_object, Bucket=self.bucket, Key=self._key(path))
+
+
+def s3_client() -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(retries={"max_attempts": 10, "mode": "adaptive"}))
+
+
+def open_storage(uri: str) -> Storage:
+    """``s3://bucket/prefix`` or an absolute local path."""
+    if uri.startswith("s3://"):
+        if not urlparse(uri).netloc:
+            raise StorageError(f"{uri}: no bucket in the URI")
+        return S3Storage(uri)
+    if uri.startswith("file://"):
+        uri = urlparse(uri).path
+    if not os.path.isabs(uri):
+        raise StorageError(f"{uri}: storage must be s3://bucket/prefix or an absolute path")
+    return LocalStorage(uri)
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(part.strip("/") for part in parts)])

@@ -1,0 +1,167 @@
+"""Checkpoint policy, retention and resume through a TrainContext, in this
+process as a world of one (the multi-worker paths run on Ray in test_training)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from trainplane.runtime.context import TrainContext
+from trainplane.runtime.reporting import ProgressReporter
+from trainplane.storage import checkpoints as layout
+from trainplane.storage.backends import StorageError, open_storage
+
+pytestmark = pytest.mark.usefixtures("one_rank_group")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def mlp_train_loop() -> Any:
+    spec = importlib.util.spec_from_file_location("mlp_example", EXAMPLES / "mlp" / "train.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.train_loop
+
+
+def run(
+    root: str,
+    tmp_path: Path,
+    *,
+    steps: int,
+    checkpoint: dict[str, Any],
+    strategy: str = "ddp",
+    name: str = "run",
+) -> tuple[dict[int, float], TrainContext]:
+    metrics = tmp_path / f"{name}.jsonl"
+    spec = {
+        "kind": "train",
+        "entrypoint": {"function": "train:train_loop", "args": {"steps": steps, "hidden": 32}},
+        "resources": {"gpus": 1},
+        "strategy": {"type": strategy},
+        "checkpoint": checkpoint,
+    }
+    context = TrainContext(
+        spec,
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        device=torch.device("cpu"),
+        checkpoint_root=root,
+        reporter=ProgressReporter(
+            url=None, job_id=None, attempt_id=None, token=None, metrics_file=str(metrics)
+        ),
+    )
+    mlp_train_loop()(context)
+    points = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return {p["step"]: p["metrics"]["loss"] for p in points}, context
+
+
+@pytest.fixture(params=["local", "s3"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "proj" / "job" / "checkpoints")
+    return f"s3://{request.getfixturevalue('s3_bucket')}/proj/job/checkpoints"
+
+
+def steps_in(root: str) -> list[int]:
+    return [folder.step for folder in layout.complete_checkpoints(open_storage(root))]
+
+
+def test_keep_last_two_leaves_exactly_two(root: str, tmp_path: Path) -> None:
+    run(root, tmp_path, steps=30, checkpoint={"every_steps": 5, "keep_last": 2})
+    assert steps_in(root) == [25, 30]
+    manifest = layout.latest_complete(open_storage(root))
+    assert manifest is not None and manifest.manifest is not None
+    assert manifest.manifest.strategy == "ddp" and manifest.manifest.world_size == 1
+    assert {"model.pt", "optimizer.pt", "trainer/state.pt"} <= {
+        f.path for f in manifest.manifest.files
+    }
+    assert all(len(f.sha256) == 64 for f in manifest.manifest.files)
+
+
+def test_keep_best_keeps_the_best_by_the_metric(tmp_path: Path) -> None:
+    root = str(tmp_path / "ckpt")
+    losses, _ = run(
+        root,
+        tmp_path,
+        steps=30,
+        checkpoint={
+            "every_steps": 5,
+            "keep_last": 1,
+            "keep_best": {"metric": "loss", "mode": "max"},
+        },
+    )
+    saved = {step: losses[step] for step in (5, 10, 15, 20, 25, 30)}
+    worst = max(saved, key=lambda step: saved[step])
+    assert steps_in(root) == sorted({worst, 30})
+    assert worst != 30  # the loss went down: the "best" by max is an early one
+
+
+def test_resume_skips_a_checkpoint_without_manifest_and_continues_exactly(
+    root: str, tmp_path: Path
+) -> None:
+    policy = {"every_steps": 5, "keep_last": 5}
+    full, _ = run(root, tmp_path, steps=30, checkpoint=policy, name="full")
+
+    other = root.replace("/job/", "/job2/")
+    run(other, tmp_path, steps=30, checkpoint=policy, name="first")
+    storage = open_storage(other)
+    # As if the run died while saving step 20: that save has no manifest, and
+    # the later ones never happened.
+    storage.delete("step-20/manifest.json")
+    for later in ("step-25", "step-30"):
+        layout.remove(storage, later)
+    resumed, context = run(other, tmp_path, steps=30, checkpoint=policy, name="second")
+
+    assert context.resumed_from is not None and context.resumed_from.endswith("/step-15")
+    assert min(resumed) == 16
+    for step, loss in resumed.items():
+        assert loss == pytest.approx(full[step], rel=1e-6, abs=1e-7), step
+    assert steps_in(other) == [10, 15, 20, 25, 30]  # step 20 re-saved, complete
+
+
+def test_resume_never_starts_over(tmp_path: Path) -> None:
+    root = str(tmp_path / "ckpt")
+    run(root, tmp_path, steps=10, checkpoint={"every_steps": 5})
+    again, context = run(
+        root, tmp_path, steps=10, checkpoint={"every_steps": 5, "resume": "never"}, name="again"
+    )
+    assert context.resumed_from is None and min(again) == 1
+
+
+def test_resume_from_a_checkpoint_of_another_job(tmp_path: Path) -> None:
+    source = str(tmp_path / "a" / "checkpoints")
+    run(source, tmp_path, steps=10, checkpoint={"every_steps": 10})
+    target = str(tmp_path / "b" / "checkpoints")
+    continued, context = run(
+        target,
+        tmp_path,
+        steps=15,
+        checkpoint={"every_steps": 5, "resume": f"{source}/step-10"},
+        name="b",
+    )
+    assert context.resumed_from == f"{source}/step-10"
+    assert min(continued) == 11
+
+
+def test_a_resume_uri_that_is_not_a_checkpoint_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="not a complete checkpoint"):
+        run(
+            str(tmp_path / "b"),
+            tmp_path,
+            steps=5,
+            checkpoint={"resume": str(tmp_path / "nowhere" / "step-10")},
+        )
+
+
+def test_a_checkpoint_of_another_strategy_format_is_refused_clearly(tmp_path: Path) -> None:
+    root = str(tmp_path / "ckpt")
+    run(root, tmp_path, steps=5, checkpoint={"every_steps": 5})
+    with pytest.raises(RuntimeError, match="strategy fsdp cannot load it"):
+        run(root, tmp_path, steps=10, checkpoint={"every_steps": 5}, strategy="fsdp", name="f")
