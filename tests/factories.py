@@ -11,7 +11,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
-from trainplane.db.models import Cluster, Job, JobEvent, Project
+from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
 from trainplane.ids import new_id
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import JobStatus
@@ -117,6 +117,24 @@ def make_job(session: Session, *, status: JobStatus = JobStatus.QUEUED, **kwargs
     (job_id,) = insert_jobs(session, 1, status=status, **kwargs)
     with session.begin():
         return session.get_one(Job, job_id)
+
+
+def make_attempt(
+    session: Session, job_id: str, *, number: int = 1, status: str = "RUNNING"
+) -> JobAttempt:
+    """An attempt of ``job_id`` in ``status``, inserted directly."""
+    now = utcnow()
+    attempt = JobAttempt(
+        id=new_id(),
+        job_id=job_id,
+        number=number,
+        status=status,
+        created_at=now,
+        started_at=now if status != "PENDING" else None,
+    )
+    with session.begin():
+        session.add(attempt)
+    return attempt
 
 
 def count_rows(session: Session) -> tuple[int, int]:

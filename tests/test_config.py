@@ -48,3 +48,31 @@ def test_importing_the_app_reads_no_settings():
     code = "import trainplane.api.app, trainplane.cli.main, trainplane.services.jobs"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_checkpoint_storage_defaults_under_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINPLANE_CHECKPOINT_STORAGE", raising=False)
+    monkeypatch.setenv("TRAINPLANE_HOME", str(tmp_path))
+    assert Settings().resolved_checkpoint_storage == f"{tmp_path}/checkpoints"
+
+
+@pytest.mark.parametrize(
+    ("value", "resolved"),
+    [("/data/ckpt/", "/data/ckpt"), ("s3://bucket/prefix/", "s3://bucket/prefix")],
+)
+def test_checkpoint_storage_takes_absolute_paths_and_s3(monkeypatch, value, resolved):
+    monkeypatch.setenv("TRAINPLANE_CHECKPOINT_STORAGE", value)
+    assert Settings().resolved_checkpoint_storage == resolved
+
+
+@pytest.mark.parametrize("value", ["relative/ckpt", "s3://", "gs://bucket/x"])
+def test_checkpoint_storage_refuses_what_runs_elsewhere_cannot_reach(monkeypatch, value):
+    monkeypatch.setenv("TRAINPLANE_CHECKPOINT_STORAGE", value)
+    with pytest.raises(ValidationError, match="TRAINPLANE_CHECKPOINT_STORAGE"):
+        Settings()
+
+
+def test_a_weak_secret_key_is_refused(monkeypatch):
+    monkeypatch.setenv("TRAINPLANE_SECRET_KEY", "changeme")
+    with pytest.raises(ValidationError, match="TRAINPLANE_SECRET_KEY"):
+        Settings()

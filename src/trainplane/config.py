@@ -7,9 +7,11 @@ their own.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from urllib.parse import urlparse
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Values people paste from examples. A bootstrap token is an admin credential, so
@@ -35,6 +37,11 @@ class Settings(BaseSettings):
         description="Upgrade the schema when the server starts. Default: only for SQLite.",
     )
     bootstrap_token: SecretStr | None = None
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Key that attempt tokens are derived from. Default: a random key "
+        "generated once and kept in the database, so every replica agrees.",
+    )
     db_pool_size: int = Field(default=10, ge=1)
     db_statement_timeout_ms: int = Field(default=15_000, ge=100)
 
@@ -61,24 +68,56 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
 
-    @field_validator("bootstrap_token")
+    # Runs.
+    checkpoint_storage: str | None = Field(
+        default=None,
+        description="Where jobs without checkpoint.storage keep checkpoints: an absolute "
+        "path or s3://bucket/prefix. Default: `home`/checkpoints.",
+    )
+    stuck_after_seconds: float = Field(
+        default=1800,
+        gt=0,
+        description="An attempt whose step has not advanced for this long is restarted "
+        "(jobs can set stuck_after).",
+    )
+
+    @field_validator("bootstrap_token", "secret_key")
     @classmethod
-    def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:
+    def _refuse_weak_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is None:
             return None
         secret = value.get_secret_value()
         if secret.lower() in _WEAK_SECRETS or len(secret) < MIN_SECRET_LENGTH:
             raise ValueError(
-                f"TRAINPLANE_BOOTSTRAP_TOKEN must be at least {MIN_SECRET_LENGTH} characters "
-                "and not a well-known placeholder"
+                f"TRAINPLANE_{str(info.field_name).upper()} must be at least "
+                f"{MIN_SECRET_LENGTH} characters and not a well-known placeholder"
             )
         return value
+
+    @field_validator("checkpoint_storage")
+    @classmethod
+    def _storage_location(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        # Runs on other machines write there: a relative path would mean
+        # something different on each of them.
+        if value.startswith("s3://") and urlparse(value).netloc:
+            return value.rstrip("/")
+        if "://" not in value and os.path.isabs(value):
+            return value.rstrip("/") or "/"
+        raise ValueError(
+            "TRAINPLANE_CHECKPOINT_STORAGE must be an absolute path or s3://bucket/prefix"
+        )
 
     @property
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.home / 'trainplane.db'}"
+
+    @property
+    def resolved_checkpoint_storage(self) -> str:
+        return self.checkpoint_storage or str(self.home.absolute() / "checkpoints")
 
     @property
     def is_sqlite(self) -> bool:

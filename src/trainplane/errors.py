@@ -38,3 +38,11 @@ class InvalidInputError(TrainplaneError):
         super().__init__(f"{field}: {detail}")
         self.field = field
         self.message = detail
+
+
+class UnauthenticatedError(TrainplaneError):
+    """The request carries no credential, or one that does not check out."""
+
+
+class UpstreamError(TrainplaneError):
+    """Something trainplane depends on (checkpoint storage, ...) failed to answer."""

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tests.factories import make_attempt, make_job, small_spec
 from trainplane.cli.main import app
+from trainplane.jobs.states import JobStatus
+from trainplane.services.attempt_tokens import TokenKey, attempt_token
+from trainplane.services.checkpoints import checkpoint_root
+from trainplane.storage.backends import LocalStorage
+from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
 from trainplane.testing.server import ServerProcess
 
 SPEC = {
@@ -191,3 +199,56 @@ def test_logs_of_a_job_that_has_not_run_are_empty(cli, spec_file):
     result = cli("jobs", "logs", job_id)
     assert result.exit_code == 0 and result.stdout == ""
     assert cli("jobs", "logs", "nope").exit_code == 1
+
+
+def test_metrics_and_checkpoints_of_a_job(cli, server, session, tmp_path):
+    storage_root = str(tmp_path / "ckpt")
+    job = make_job(
+        session,
+        status=JobStatus.RUNNING,
+        spec=small_spec(gpus=1, checkpoint={"storage": storage_root}),
+    )
+    attempt = make_attempt(session, job.id)
+    token = attempt_token(TokenKey(None).get(session), attempt.id)
+    report = {
+        "step": 2,
+        "total_steps": 10,
+        "points": [
+            {"step": 1, "time": 1_800_000_000.0, "metrics": {"loss": 0.9}},
+            {"step": 2, "time": 1_800_000_001.0, "metrics": {"loss": 0.8, "lr": 0.001}},
+        ],
+    }
+    posted = httpx.post(
+        f"{server.url}/v1/jobs/{job.id}/attempts/{attempt.id}/progress",
+        json=report,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
+    assert posted.status_code == 204, posted.text
+    storage = LocalStorage(checkpoint_root(job.spec, "default", job.id, "/unused"))
+    weights = b"w" * 2048
+    storage.write_bytes("step-2/model.pt", weights)
+    entry = FileEntry(path="model.pt", size=2048, sha256=hashlib.sha256(weights).hexdigest())
+    write_manifest(
+        storage,
+        Manifest(step=2, strategy="ddp", format="state-dict", world_size=1, files=[entry]),
+    )
+
+    table = cli("jobs", "metrics", job.id)
+    assert table.exit_code == 0, table.output
+    assert "attempt 1 at step 2/10" in table.stdout
+    assert "LOSS" in table.stdout and "0.8" in table.stdout
+    first_page = cli("jobs", "metrics", job.id, "--limit", "1")
+    assert "more points: use --all" in first_page.stderr
+    every = json.loads(cli("jobs", "metrics", job.id, "--limit", "1", "--all", "--json").stdout)
+    assert [p["step"] for p in every["points"]] == [1, 2]
+    assert every["progress"]["step"] == 2
+    assert "attempt 1 at step 2/10" in cli("jobs", "get", job.id).stdout
+
+    listed = cli("jobs", "checkpoints", job.id)
+    assert listed.exit_code == 0, listed.output
+    assert f"{storage.uri}/step-2" in listed.stdout and "2.0 KiB" in listed.stdout
+    as_json = json.loads(cli("jobs", "checkpoints", job.id, "--json").stdout)
+    assert [c["step"] for c in as_json["checkpoints"]] == [2]
+    assert cli("jobs", "checkpoints", "nope").exit_code == 1
+    assert cli("jobs", "metrics", "nope").exit_code == 1

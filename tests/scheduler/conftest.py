@@ -11,9 +11,8 @@ import pytest
 from tests.conftest import RAY_SLOTS as SLOTS
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
-from trainplane.db.engine import make_engine, session_factory
 from trainplane.serve.processes import running_scheduler
-from trainplane.services.clusters import upsert_cluster
+from trainplane.testing.clusters import register_local_cluster
 
 # Fast loops, and short timeouts, so the tests see what happens in seconds.
 FAST = {
@@ -31,20 +30,7 @@ def fast_settings(settings: Settings) -> Settings:
 
 
 def register_local(db_url: str, address: str, name: str = "local", slots: int = SLOTS) -> None:
-    engine = make_engine(db_url, single_use=True)
-    with session_factory(engine)() as session:
-        upsert_cluster(
-            session,
-            name=name,
-            address=address,
-            accelerator="cpu",
-            gpus=slots,
-            gpus_per_node=slots,
-            gpu_memory_gb=None,
-            price_per_gpu_hour=0.0,
-            labels={},
-        )
-    engine.dispose()
+    register_local_cluster(db_url, address, name=name, slots=slots)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ database (no cluster: outcomes are what the scheduler's slow phase reports)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 
@@ -304,3 +305,53 @@ def test_attempts_on_their_way_up_are_looked_at_more_often(session):
     with session.begin():
         session.query(JobAttempt).update({"lease_expires_at": None})
     assert next_look(svc.Observed("RUNNING")) == pytest.approx(5)
+
+
+# --- stuck attempts -------------------------------------------------------------------
+
+
+def _running_with_progress(session, spec, *, step, silent_for):
+    job_id = _placed_job(session, spec=spec)
+    _apply(session, _claim_one(session), svc.Launched(new=True))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING"))
+    with session.begin():
+        session.query(JobAttempt).update(
+            {"progress_step": step, "last_progress_at": utcnow() - silent_for}
+        )
+    return job_id
+
+
+def test_a_claim_carries_what_stuck_detection_and_launch_need(session):
+    spec = small_spec(stuck_after="90s")
+    job_id = _running_with_progress(session, spec, step=40, silent_for=timedelta(seconds=5))
+    work = _claim_one(session)
+    assert (work.job_id, work.project_name) == (job_id, "default")
+    assert (work.progress_step, work.stuck_after_seconds) == (40, 90)
+    assert work.last_progress_at is not None
+
+
+def test_a_stuck_stop_is_a_failure_that_restarts_while_restarts_remain(session):
+    spec = small_spec(retries={"max_restarts": 1, "backoff_seconds": 0})
+    job_id = _running_with_progress(session, spec, step=40, silent_for=timedelta(minutes=2))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
+    assert _job(session, job_id).status == "RUNNING"  # until Ray confirms the stop
+    _apply(session, _claim_one(session), svc.Observed("STOPPED", logs="step 40\n"))
+    job = _job(session, job_id)
+    assert job.status == "RESTARTING"
+    # Seconds pass between the test's clock and the scheduler's.
+    assert re.match(
+        r"stuck: no progress for 2m(\d+s)? \(last step 40\); restart 1 of 1", job.reason
+    )
+    (attempt,) = _attempts(session, job_id)
+    assert (attempt.status, attempt.stop_reason) == ("FAILED", "stuck")
+
+
+def test_a_stuck_stop_without_restarts_left_fails_the_job(session):
+    spec = small_spec(retries={"max_restarts": 0})
+    job_id = _running_with_progress(session, spec, step=7, silent_for=timedelta(seconds=45))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
+    # However Ray words the end of a stopped job, it is the stuck failure.
+    _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=-15, logs="x\n"))
+    job = _job(session, job_id)
+    assert job.status == "FAILED"
+    assert re.fullmatch(r"stuck: no progress for 4[5-9]s \(last step 7\)", job.reason)

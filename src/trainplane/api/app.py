@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,34 +13,52 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane import __version__
 from trainplane.api import problems
-from trainplane.api.routes import clusters, health, jobs, projects
+from trainplane.api.routes import checkpoints, clusters, health, jobs, progress, projects
 from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.services.attempt_tokens import TokenKey
 
 log = logging.getLogger(__name__)
 
 # Specs are small; anything bigger is a mistake or an attack.
 MAX_BODY_BYTES = 1 << 20
+# A progress report of 1000 points with dozens of metrics each runs to a few MiB.
+MAX_PROGRESS_BODY_BYTES = 8 << 20
+_PROGRESS_PATH = re.compile(r"^/v1/jobs/[^/]+/attempts/[^/]+/progress$")
 
 
 class BodySizeLimit:
-    """Refuses bodies over ``max_bytes`` before they are read: by their
-    Content-Length, or, for chunked uploads, as soon as the count passes it."""
+    """Refuses bodies over ``max_bytes`` (or the limit of a path in ``larger``)
+    before they are read: by their Content-Length, or, for chunked uploads, as
+    soon as the count passes it."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        larger: tuple[tuple[re.Pattern[str], int], ...] = (),
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger
+
+    def limit_for(self, path: str) -> int:
+        return next(
+            (limit for pattern, limit in self.larger if pattern.match(path)), self.max_bytes
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit_for(scope["path"])
+        detail = f"request body over {limit} bytes"
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            await problems.problem(413, self.detail)(scope, receive, send)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await problems.problem(413, detail)(scope, receive, send)
             return
         received = 0
 
@@ -47,17 +66,13 @@ class BodySizeLimit:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
+            if received > limit:
                 # An HTTPException passes through the body parser untouched and
                 # becomes a problem response like any other.
-                raise HTTPException(413, self.detail)
+                raise HTTPException(413, detail)
             return message
 
         await self.app(scope, counting_receive, send)
-
-    @property
-    def detail(self) -> str:
-        return f"request body over {self.max_bytes} bytes"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -83,12 +98,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessions = session_factory(engine)
     app.state.schema_heads = migrate.head_revisions(database_url)
     app.state.ray_clusters = RayClusters()
+    app.state.token_key = TokenKey(settings.secret_key)
 
     problems.install(app)
 
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=MAX_BODY_BYTES,
+        larger=((_PROGRESS_PATH, MAX_PROGRESS_BODY_BYTES),),
+    )
     app.include_router(health.router)
     app.include_router(projects.router)
     app.include_router(jobs.router)
+    app.include_router(progress.router)
+    app.include_router(checkpoints.router)
     app.include_router(clusters.router)
     return app

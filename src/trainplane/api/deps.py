@@ -1,4 +1,5 @@
-"""Request dependencies: the database session and the caller.
+"""Request dependencies: the database session, the caller, the settings, and
+the bearer token and token key of attempt-authenticated routes.
 
 They are ``async def`` on purpose: none of them blocks, and FastAPI runs plain
 ``def`` dependencies through the thread pool, a hop each per request. The
@@ -11,9 +12,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from trainplane.config import Settings
 from trainplane.services.access import Caller
+from trainplane.services.attempt_tokens import TokenKey
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -31,3 +35,27 @@ async def get_caller(request: Request) -> Caller:
 
 SessionDep = Annotated[Session, Depends(get_session)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+async def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+async def get_token_key(request: Request) -> TokenKey:
+    return request.app.state.token_key
+
+
+# auto_error=False: a missing credential is the service's to refuse, as a problem.
+_bearer = HTTPBearer(auto_error=False)
+
+
+async def get_bearer_token(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str | None:
+    """The credential of ``Authorization: Bearer <token>``; None when absent."""
+    return credentials.credentials if credentials is not None else None
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+TokenKeyDep = Annotated[TokenKey, Depends(get_token_key)]
+BearerTokenDep = Annotated[str | None, Depends(get_bearer_token)]

@@ -24,6 +24,8 @@ from trainplane.errors import (
     InvalidInputError,
     NotFoundError,
     TrainplaneError,
+    UnauthenticatedError,
+    UpstreamError,
 )
 from trainplane.jobs.spec import SPEC_KINDS
 
@@ -33,13 +35,16 @@ PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 5
 
 STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
+    UnauthenticatedError: 401,
     NotFoundError: 404,
     ConflictError: 409,
     InvalidInputError: 422,
+    UpstreamError: 502,
 }
 
 _TITLES = {
     400: "Bad request",
+    401: "Unauthorized",
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
@@ -47,6 +52,7 @@ _TITLES = {
     415: "Unsupported media type",
     422: "Invalid request",
     500: "Internal error",
+    502: "Bad gateway",
     503: "Service unavailable",
 }
 
@@ -138,6 +144,8 @@ def install(app: FastAPI) -> None:
                 exc.detail,
                 errors=[FieldError(field=exc.field, message=exc.message, type="invalid")],
             )
+        if isinstance(exc, UnauthenticatedError):
+            return problem(status, exc.detail, headers={"WWW-Authenticate": "Bearer"})
         return problem(status, exc.detail)
 
     @app.exception_handler(RequestValidationError)
@@ -167,8 +175,13 @@ def install(app: FastAPI) -> None:
         return problem(500, "internal error; the server log has the details")
 
 
+def problem_response(description: str) -> dict[str, Any]:
+    """One problem+json response for a route's OpenAPI ``responses``."""
+    return {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": description}
+
+
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": title}
+    code: problem_response(title)
     for code, title in (
         (404, "Not found"),
         (409, "Conflict"),

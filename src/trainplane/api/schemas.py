@@ -13,8 +13,10 @@ from sqlalchemy import Row
 from trainplane.db.models import Job, JobEvent, Project
 from trainplane.jobs.spec import Priority, ProjectName
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
+from trainplane.services.checkpoints import JobCheckpoints
 from trainplane.services.clusters import ClusterView
 from trainplane.services.jobs import AttemptRow, JobDetail
+from trainplane.services.progress import MetricsPage, Progress
 from trainplane.services.queue import QueueView
 
 
@@ -117,16 +119,37 @@ class AttemptOut(BaseModel):
         )
 
 
+class ProgressOut(BaseModel):
+    """Where the latest attempt stands, as its runtime last reported."""
+
+    attempt: int = Field(description="The attempt's number.")
+    step: int | None
+    total_steps: int | None
+    last_heartbeat_at: datetime | None = Field(description="Its last report of any kind.")
+    last_progress_at: datetime | None = Field(description="When its step last went up.")
+
+    @classmethod
+    def from_progress(cls, progress: Progress | None) -> ProgressOut | None:
+        if progress is None:
+            return None
+        return cls.model_validate(progress, from_attributes=True)
+
+
 class JobOut(JobSummary):
     spec: dict[str, Any] = Field(description="The validated spec, with defaults filled in.")
     attempts: list[AttemptOut] = Field(default_factory=list)
+    progress: ProgressOut | None = Field(
+        default=None, description="Null until the latest attempt has reported."
+    )
 
     @classmethod
     def from_detail(cls, detail: JobDetail) -> JobOut:
+        latest = detail.attempts[-1].attempt if detail.attempts else None
         return cls(
             **cls.fields_of(detail.job, detail.queue),
             spec=detail.job.spec,
             attempts=[AttemptOut.from_row(a) for a in detail.attempts],
+            progress=ProgressOut.from_progress(Progress.of(latest) if latest else None),
         )
 
     @classmethod
@@ -171,6 +194,68 @@ class EventList(BaseModel):
     next_after: int | None = Field(
         description="Pass as `after` for the next page; null at the end."
     )
+
+
+class MetricPointOut(BaseModel):
+    id: int
+    attempt: int = Field(description="The number of the attempt that reported it.")
+    step: int
+    time: float = Field(description="When it was measured, unix seconds (as reported).")
+    metrics: dict[str, float]
+
+
+class MetricsOut(BaseModel):
+    job_id: str
+    progress: ProgressOut | None = Field(description="Null until the latest attempt has reported.")
+    points: list[MetricPointOut] = Field(description="Oldest first.")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null at the end."
+    )
+
+    @classmethod
+    def from_page(cls, page: MetricsPage) -> MetricsOut:
+        return cls(
+            job_id=page.job_id,
+            progress=ProgressOut.from_progress(page.progress),
+            points=[
+                MetricPointOut(
+                    id=p.id,
+                    attempt=p.attempt,
+                    step=p.step,
+                    time=p.recorded_at.timestamp(),
+                    metrics=p.values,
+                )
+                for p in page.points
+            ],
+            next_cursor=page.next_cursor,
+        )
+
+
+class CheckpointOut(BaseModel):
+    step: int
+    uri: str
+    created_at: datetime
+    metrics: dict[str, float]
+    strategy: str
+    format: str = Field(description="How the files are laid out: state-dict, dcp, deepspeed.")
+    world_size: int
+    files: int
+    size_bytes: int
+    attempt_id: str | None
+
+
+class CheckpointList(BaseModel):
+    job_id: str
+    storage: str = Field(description="The job's checkpoint folder.")
+    checkpoints: list[CheckpointOut] = Field(description="Complete ones only, newest step first.")
+
+    @classmethod
+    def from_listing(cls, listing: JobCheckpoints) -> CheckpointList:
+        return cls(
+            job_id=listing.job_id,
+            storage=listing.storage,
+            checkpoints=[CheckpointOut(**c) for c in listing.checkpoints],
+        )
 
 
 class Health(BaseModel):

@@ -1,4 +1,4 @@
-"""``submit`` and ``jobs list|get|cancel|events|logs``."""
+"""``submit`` and ``jobs list|get|cancel|events|logs|metrics|checkpoints``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,13 @@ import typer
 from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import TERMINAL, State, call, fail, say
 from trainplane.cli.follow import follow_logs
-from trainplane.cli.output import print_events, print_job, print_jobs
+from trainplane.cli.output import (
+    print_checkpoints,
+    print_events,
+    print_job,
+    print_jobs,
+    print_metrics,
+)
 from trainplane.cli.specfile import SpecFileError, load_spec_file
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
@@ -168,3 +174,40 @@ def jobs_logs(
         say(f"job {job_id} {final['status']}: {final['reason']}")
         raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
     typer.echo(call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt), nl=False)
+
+
+@jobs_app.command("metrics")
+def jobs_metrics(
+    job_id: str,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Points per page.")] = 1000,
+    all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a job's progress and metric points, oldest first."""
+    client = State.client()
+    page = call(client.get, f"/v1/jobs/{job_id}/metrics", limit=limit)
+    points = page["points"]
+    cursor = page["next_cursor"]
+    while all_pages and cursor:
+        more = call(client.get, f"/v1/jobs/{job_id}/metrics", limit=limit, cursor=cursor)
+        points += more["points"]
+        cursor = more["next_cursor"]
+    if as_json:
+        typer.echo(json.dumps({**page, "points": points, "next_cursor": cursor}, indent=2))
+        return
+    print_metrics(page["progress"], points)
+    if cursor:
+        say("more points: use --all")
+
+
+@jobs_app.command("checkpoints")
+def jobs_checkpoints(
+    job_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List a job's complete checkpoints, newest first."""
+    listing = call(State.client().get, f"/v1/jobs/{job_id}/checkpoints")
+    if as_json:
+        typer.echo(json.dumps(listing, indent=2))
+    else:
+        print_checkpoints(listing)

@@ -1,4 +1,4 @@
-"""Plain-text rendering of jobs and events for terminals."""
+"""Plain-text rendering of jobs, events, metrics and checkpoints for terminals."""
 
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ def print_job(job: dict[str, Any]) -> None:
     typer.echo(f"{'resources:':14}{job['gpus']} GPUs, {job['strategy']}")
     for key in ("created_at", "started_at", "finished_at"):
         typer.echo(f"{key + ':':14}{_when(job[key])}")
+    if job.get("progress"):
+        typer.echo(f"{'progress:':14}{describe_progress(job['progress'])}")
     for attempt in job.get("attempts", []):
         code = "" if attempt["exit_code"] is None else f", exit code {attempt['exit_code']}"
         typer.echo(
@@ -69,4 +71,66 @@ def print_events(events: list[dict[str, Any]]) -> None:
             for e in events
         ],
         ["TIME", "FROM", "TO", "REASON"],
+    )
+
+
+def describe_progress(progress: dict[str, Any]) -> str:
+    step = "-" if progress["step"] is None else str(progress["step"])
+    if progress["total_steps"]:
+        step += f"/{progress['total_steps']}"
+    heard = _when(progress["last_heartbeat_at"])
+    advanced = _when(progress["last_progress_at"])
+    return f"attempt {progress['attempt']} at step {step}, last report {heard}, step up {advanced}"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def print_metrics(progress: dict[str, Any] | None, points: list[dict[str, Any]]) -> None:
+    typer.echo(f"progress: {describe_progress(progress) if progress else 'none reported'}")
+    if not points:
+        typer.echo("no metrics")
+        return
+    names = sorted({name for point in points for name in point["metrics"]})
+    _table(
+        [
+            [
+                str(p["attempt"]),
+                str(p["step"]),
+                datetime.fromtimestamp(p["time"]).strftime("%Y-%m-%d %H:%M:%S"),
+                *(_number(p["metrics"].get(name)) for name in names),
+            ]
+            for p in points
+        ],
+        ["ATTEMPT", "STEP", "TIME", *(name.upper() for name in names)],
+    )
+
+
+def _size(size: int) -> str:
+    amount = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if amount < 1024:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} TiB"
+
+
+def print_checkpoints(listing: dict[str, Any]) -> None:
+    if not listing["checkpoints"]:
+        typer.echo(f"no checkpoints under {listing['storage']}")
+        return
+    _table(
+        [
+            [
+                str(c["step"]),
+                _when(c["created_at"]),
+                _size(c["size_bytes"]),
+                f"{c['world_size']}x {c['strategy']}",
+                " ".join(f"{k}={_number(v)}" for k, v in sorted(c["metrics"].items())) or "-",
+                c["uri"],
+            ]
+            for c in listing["checkpoints"]
+        ],
+        ["STEP", "CREATED", "SIZE", "WORKERS", "METRICS", "URI"],
     )

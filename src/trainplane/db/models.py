@@ -1,4 +1,5 @@
-"""ORM models: projects, jobs, job attempts, job events and clusters.
+"""ORM models: projects, jobs, job attempts, job events, job metrics, clusters
+and server secrets.
 
 A job keeps its full validated spec as a JSON document; the columns next to it
 repeat the few fields that queries filter or order by (status, project, name,
@@ -137,6 +138,13 @@ class JobAttempt(Base):
     # are applied only where the token still matches.
     lease_token: Mapped[str | None] = mapped_column(String(32))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What the attempt's runtime last reported (POST .../progress). The step
+    # is the training step; last_progress_at is when it last went up, which is
+    # what stuck detection looks at.
+    progress_step: Mapped[int | None] = mapped_column(Integer)
+    total_steps: Mapped[int | None] = mapped_column(Integer)
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class JobEvent(Base):
@@ -156,6 +164,27 @@ class JobEvent(Base):
     reason: Mapped[str] = mapped_column(Text, default="")
     message: Mapped[str] = mapped_column(Text, default="")
     actor: Mapped[str] = mapped_column(String(255), default="")
+
+
+class JobMetric(Base):
+    """One point of a job's metrics (loss, throughput, ...) at a step, as its
+    runtime reported it."""
+
+    __tablename__ = "job_metrics"
+    # Reads page through one job's points in id order.
+    __table_args__ = (Index("ix_job_metrics_job_id_id", "job_id", "id"),)
+
+    # BIGINT on Postgres; SQLite only auto-increments a plain INTEGER key.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    # The attempt is kept by id and number: reads show the number without a join.
+    attempt_id: Mapped[str] = mapped_column(String(26))
+    attempt: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    values: Mapped[dict[str, float]] = mapped_column(JSONDocument)
 
 
 class Cluster(Base):
@@ -182,3 +211,14 @@ class Cluster(Base):
     checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ServerSecret(Base):
+    """Secrets the server generates for itself, once, so that every replica
+    against this database uses the same ones (e.g. the attempt token key)."""
+
+    __tablename__ = "server_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

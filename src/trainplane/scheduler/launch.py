@@ -29,9 +29,12 @@ def launch_request(
     *,
     job_id: str,
     attempt_id: str,
+    attempt_number: int,
     spec: dict[str, Any],
     accelerator: str,
     control_plane_url: str | None,
+    attempt_token: str,
+    checkpoint_dir: str,
 ) -> LaunchRequest:
     entrypoint = spec.get("entrypoint") or {}
     env_vars = {
@@ -40,6 +43,9 @@ def launch_request(
         tp_env.JOB_ID: job_id,
         tp_env.ATTEMPT_ID: attempt_id,
         tp_env.ACCELERATOR: accelerator,
+        tp_env.ATTEMPT_TOKEN: attempt_token,
+        tp_env.CHECKPOINT_DIR: checkpoint_dir,
+        tp_env.RESTARTS_LEFT: str(restarts_left(spec, attempt_number)),
         # Worker output reaches the job log without terminal colour codes.
         "RAY_COLOR_PREFIX": "0",
     }
@@ -63,6 +69,14 @@ def launch_request(
         entrypoint_resources=driver_resources(spec, accelerator),
         metadata={"trainplane_job_id": job_id, "trainplane_attempt_id": attempt_id},
     )
+
+
+def restarts_left(spec: dict[str, Any], attempt_number: int) -> int:
+    """Restarts the job's retry policy still allows after this attempt,
+    counting every earlier attempt as one restart used (an attempt lost before
+    it ran used none, so this errs low, never high)."""
+    max_restarts = int((spec.get("retries") or {}).get("max_restarts", 0))
+    return max(0, max_restarts - (attempt_number - 1))
 
 
 def driver_resources(spec: dict[str, Any], accelerator: str) -> dict[str, float]:

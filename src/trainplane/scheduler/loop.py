@@ -20,9 +20,10 @@ from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
-from trainplane.scheduler.steps import advance
+from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
 from trainplane.services import clusters as cluster_service
+from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.placement import place_queued_jobs
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Scheduler:
         self.settings = settings
         self.sessions = sessions
         self.clusters = RayClusters()
+        self.token_key = TokenKey(settings.secret_key)
         self.pool = ThreadPoolExecutor(
             max_workers=settings.scheduler_threads, thread_name_prefix="trainplane-attempt"
         )
@@ -68,16 +70,16 @@ class Scheduler:
                 lease_seconds=settings.scheduler_lease_seconds,
                 limit=settings.scheduler_batch,
             )
-        if not works:
-            return
-        futures = [
-            self.pool.submit(
-                advance,
-                work,
-                self.clusters,
-                utcnow(),
+            if not works:
+                return
+            context = AdvanceContext(
                 control_plane_url=settings.advertise_url,
+                checkpoint_storage=settings.resolved_checkpoint_storage,
+                stuck_after_seconds=settings.stuck_after_seconds,
+                token_key=self.token_key.get(session),
             )
+        futures = [
+            self.pool.submit(advance, work, self.clusters, utcnow(), context=context)
             for work in works
         ]
         for work, future in zip(works, futures, strict=True):

@@ -3,12 +3,15 @@ open, and describe what was found as an Outcome for ``services.attempts``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.scheduler.launch import LaunchError, launch_request
+from trainplane.services.attempt_tokens import attempt_token
 from trainplane.services.attempts import (
+    STUCK,
     AttemptWork,
     Launched,
     Observed,
@@ -16,13 +19,24 @@ from trainplane.services.attempts import (
     Rejected,
     Unreachable,
 )
+from trainplane.services.checkpoints import checkpoint_root
 
 MAX_RUNTIME = "max_runtime"
 CANCELLED = "cancelled"
 
 
+@dataclass(frozen=True)
+class AdvanceContext:
+    """What advancing needs from the server's settings, the same for every attempt."""
+
+    control_plane_url: str | None
+    checkpoint_storage: str  # for jobs whose spec names no checkpoint.storage
+    stuck_after_seconds: float  # for jobs whose spec sets no stuck_after
+    token_key: bytes
+
+
 def advance(
-    work: AttemptWork, clusters: RayClusters, now: datetime, *, control_plane_url: str | None
+    work: AttemptWork, clusters: RayClusters, now: datetime, *, context: AdvanceContext
 ) -> Outcome:
     if work.cluster_address is None:
         return Unreachable("its cluster was removed")
@@ -34,9 +48,14 @@ def advance(
             request = launch_request(
                 job_id=work.job_id,
                 attempt_id=work.attempt_id,
+                attempt_number=work.number,
                 spec=work.spec,
                 accelerator=work.accelerator,
-                control_plane_url=control_plane_url,
+                control_plane_url=context.control_plane_url,
+                attempt_token=attempt_token(context.token_key, work.attempt_id),
+                checkpoint_dir=checkpoint_root(
+                    work.spec, work.project_name, work.job_id, context.checkpoint_storage
+                ),
             )
             new = ray.submit(
                 work.attempt_id,
@@ -51,6 +70,8 @@ def advance(
             return Observed(status=None)
         if state.status == "RUNNING" and _over_time(work, now):
             return _stop(ray, work, MAX_RUNTIME)
+        if state.status == "RUNNING" and is_stuck(work, now, context.stuck_after_seconds):
+            return _stop(ray, work, STUCK)
         logs = ray.logs(work.attempt_id) if state.ended else None
         return Observed(state.status, state.message, state.exit_code, logs)
     except LaunchError as exc:
@@ -76,3 +97,12 @@ def _over_time(work: AttemptWork, now: datetime) -> bool:
     if work.max_runtime_seconds is None or work.job_started_at is None:
         return False
     return (now - work.job_started_at).total_seconds() > work.max_runtime_seconds
+
+
+def is_stuck(work: AttemptWork, now: datetime, default_seconds: float) -> bool:
+    """The step has not gone up for longer than stuck_after. Only attempts
+    that reported a step at least once can tell: a plain script never does."""
+    if work.last_progress_at is None:
+        return False
+    limit = work.stuck_after_seconds or default_seconds
+    return (now - work.last_progress_at).total_seconds() > limit

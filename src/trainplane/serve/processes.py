@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,11 +80,23 @@ def run_server(
     settings: Settings, *, host: str, port: int, workers: int, log_level: str, scheduler: bool
 ) -> None:
     prepare_database(settings)
+    settings = with_advertise_url(settings, host, port)
     if not scheduler:
         serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
         return
     with running_scheduler(settings):
         serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
+
+
+def with_advertise_url(settings: Settings, host: str, port: int) -> Settings:
+    """Where attempts report progress: this server, unless told otherwise. A
+    wildcard bind address is not reachable as such; the host's name is."""
+    if settings.advertise_url is not None:
+        return settings
+    reachable = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+    if ":" in reachable:
+        reachable = f"[{reachable}]"
+    return settings.model_copy(update={"advertise_url": f"http://{reachable}:{port}"})
 
 
 def run_scheduler(settings: Settings) -> None:

@@ -22,13 +22,15 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import StaleStateError
-from trainplane.jobs.durations import format_duration
+from trainplane.jobs.durations import format_duration, parse_duration
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.status import set_status
 
 A = AttemptStatus
 SCHEDULER = "scheduler"
+# The stop_reason of an attempt stopped because its step stopped advancing.
+STUCK = "stuck"
 LOG_TAIL_BYTES = 64 * 1024
 REASON_LOG_LINES = 20
 
@@ -40,6 +42,7 @@ class AttemptWork:
     attempt_id: str
     lease_token: str
     job_id: str
+    project_name: str
     number: int
     status: AttemptStatus
     job_status: JobStatus
@@ -52,6 +55,11 @@ class AttemptWork:
     last_seen_at: datetime | None
     job_started_at: datetime | None
     max_runtime_seconds: int | None
+    # Progress as the runtime reported it; an attempt that never reported
+    # (last_progress_at None) is never judged stuck.
+    progress_step: int | None = None
+    last_progress_at: datetime | None = None
+    stuck_after_seconds: int | None = None  # the spec's stuck_after; None: the server's
 
 
 # --- outcomes of the slow phase ---------------------------------------------------
@@ -128,6 +136,7 @@ def claim_attempts(
                 attempt_id=attempt.id,
                 lease_token=token,
                 job_id=job.id,
+                project_name=job.project_name,
                 number=attempt.number,
                 status=AttemptStatus(attempt.status),
                 job_status=JobStatus(job.status),
@@ -140,9 +149,16 @@ def claim_attempts(
                 last_seen_at=attempt.last_seen_at,
                 job_started_at=job.started_at,
                 max_runtime_seconds=job.max_runtime_seconds,
+                progress_step=attempt.progress_step,
+                last_progress_at=attempt.last_progress_at,
+                stuck_after_seconds=_seconds(job.spec.get("stuck_after")),
             )
             for attempt, job, cluster in rows
         ]
+
+
+def _seconds(duration: str | None) -> int | None:
+    return parse_duration(duration) if duration else None
 
 
 # --- applying -----------------------------------------------------------------------
@@ -269,6 +285,14 @@ def _apply(
         if status in (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.CANCELLING):
             move(JobStatus.SUCCEEDED, f"succeeded on {where}", last_lines)
         return
+    if attempt.stop_reason == STUCK and status is not JobStatus.CANCELLING:
+        # Stopped by us for hanging: a failure like a crash, so the job
+        # restarts (from its last checkpoint) while restarts remain. Whether
+        # Ray calls the end STOPPED or FAILED depends on how the process died.
+        reason = _stuck_reason(attempt, now)
+        _end_attempt(attempt, A.FAILED, now, reason=reason)
+        _after_attempt_ended(session, job, attempt, move, reason, ran=True, message=last_lines)
+        return
     if outcome.status == "STOPPED":
         _end_attempt(
             attempt,
@@ -353,6 +377,12 @@ def _after_attempt_ended(
         f"{format_duration(max(1, int(decision.delay_seconds)))}",
         message,
     )
+
+
+def _stuck_reason(attempt: JobAttempt, now: datetime) -> str:
+    since = attempt.last_progress_at or attempt.started_at or now
+    silent = format_duration(max(1, int((now - since).total_seconds())))
+    return f"stuck: no progress for {silent} (last step {attempt.progress_step})"
 
 
 def _end_attempt(attempt: JobAttempt, status: AttemptStatus, now: datetime, *, reason: str) -> None:

@@ -1,0 +1,60 @@
+"""Attempt progress: reported by runtimes (``POST .../attempts/{id}/progress``)
+and read by users (``GET /v1/jobs/{id}/metrics``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query, Response
+
+from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
+from trainplane.api.problems import PROBLEM_RESPONSES, problem_response
+from trainplane.api.schemas import MetricsOut, json_response
+from trainplane.jobs.progress import ProgressReport
+from trainplane.services import progress as progress_service
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
+
+DEFAULT_METRICS_PAGE = 1000
+MAX_METRICS_PAGE = 10_000
+
+
+@router.post(
+    "/{job_id}/attempts/{attempt_id}/progress",
+    status_code=204,
+    responses={401: problem_response("Missing or wrong attempt token")},
+)
+def report_progress(
+    job_id: str,
+    attempt_id: str,
+    report: Annotated[ProgressReport, Body()],
+    session: SessionDep,
+    token_key: TokenKeyDep,
+    token: BearerTokenDep,
+) -> Response:
+    """For the attempt's runtime: its step and a batch of metric points. Every
+    call is a heartbeat. 409 once the attempt has ended: stop reporting."""
+    # Authenticated by the attempt token (TRAINPLANE_ATTEMPT_TOKEN), not by a
+    # Caller: the runtime holds no user's credential, and must not, since its
+    # code and environment are the job author's. The token lets it do one
+    # thing: report on its own attempt while that attempt is live.
+    progress_service.record_progress(
+        session, token_key, job_id=job_id, attempt_id=attempt_id, token=token, report=report
+    )
+    return Response(status_code=204)
+
+
+@router.get("/{job_id}/metrics", response_model=MetricsOut)
+def get_metrics(
+    job_id: str,
+    session: SessionDep,
+    caller: CallerDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_METRICS_PAGE)] = DEFAULT_METRICS_PAGE,
+    cursor: Annotated[
+        str | None, Query(pattern=r"^[0-9]{1,18}$", description="A next_cursor from before.")
+    ] = None,
+) -> Response:
+    """The latest attempt's progress and the job's metric points, oldest first."""
+    after = int(cursor) if cursor is not None else None
+    page = progress_service.job_metrics(session, caller, job_id, limit=limit, after=after)
+    return json_response(MetricsOut.from_page(page))

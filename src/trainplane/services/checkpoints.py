@@ -1,0 +1,51 @@
+"""Where a job's checkpoints live, and which of them are complete.
+
+``checkpoint_root`` is the one place the location is computed: the scheduler
+hands it to the runtime at launch, and the API lists that same folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from trainplane.db.engine import read_only
+from trainplane.errors import UpstreamError
+from trainplane.services.access import Caller
+from trainplane.services.jobs import load_job
+from trainplane.storage.backends import StorageError, open_storage
+from trainplane.storage.checkpoints import complete_checkpoints, describe, job_checkpoint_root
+
+
+def checkpoint_root(
+    spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
+) -> str:
+    """``<storage>/<project>/<job-id>/checkpoints``, where storage is the spec's
+    checkpoint.storage or else ``default_storage`` (Settings.checkpoint_storage)."""
+    storage = (spec.get("checkpoint") or {}).get("storage") or default_storage
+    return job_checkpoint_root(storage, project, job_id)
+
+
+@dataclass(frozen=True)
+class JobCheckpoints:
+    job_id: str
+    storage: str  # the job's checkpoint folder
+    checkpoints: list[dict[str, Any]]  # storage.checkpoints.describe(), newest step first
+
+
+def list_checkpoints(
+    session: Session, caller: Caller, job_id: str, *, default_storage: str
+) -> JobCheckpoints:
+    with read_only(session):
+        job = load_job(session, caller, job_id)
+        root = checkpoint_root(job.spec, job.project_name, job.id, default_storage)
+    # The storage is read with no transaction open: S3 listings take their time.
+    try:
+        folders = complete_checkpoints(open_storage(root))
+    # ImportError: reading s3:// needs boto3, which a server may not have installed.
+    except (StorageError, OSError, ImportError) as exc:
+        raise UpstreamError(f"cannot read checkpoint storage {root}: {exc}") from exc
+    return JobCheckpoints(job.id, root, [describe(folder) for folder in reversed(folders)])

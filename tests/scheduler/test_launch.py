@@ -1,0 +1,87 @@
+"""What an attempt is launched with, and when a running attempt counts as
+stuck: pure functions, no cluster."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.factories import small_spec
+from trainplane.db.base import utcnow
+from trainplane.jobs.spec import parse_spec
+from trainplane.jobs.states import AttemptStatus, JobStatus
+from trainplane.runtime import env as tp_env
+from trainplane.scheduler.launch import launch_request
+from trainplane.scheduler.steps import is_stuck
+from trainplane.services.attempts import AttemptWork
+
+
+def _spec(**overrides):
+    return parse_spec(small_spec(**overrides)).model_dump(mode="json")
+
+
+def _env(spec, number=1):
+    request = launch_request(
+        job_id="job-1",
+        attempt_id="attempt-1",
+        attempt_number=number,
+        spec=spec,
+        accelerator="cpu",
+        control_plane_url="http://tp:8080",
+        attempt_token="t" * 64,
+        checkpoint_dir="/ckpt/default/job-1/checkpoints",
+    )
+    return request.runtime_env["env_vars"]
+
+
+def test_an_attempt_gets_its_token_checkpoint_folder_and_url():
+    env = _env(_spec())
+    assert env[tp_env.ATTEMPT_TOKEN] == "t" * 64
+    assert env[tp_env.CHECKPOINT_DIR] == "/ckpt/default/job-1/checkpoints"
+    assert env[tp_env.CONTROL_PLANE_URL] == "http://tp:8080"
+    assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
+
+
+@pytest.mark.parametrize(("number", "left"), [(1, "2"), (2, "1"), (3, "0"), (5, "0")])
+def test_restarts_left_count_down_with_the_attempt_number(number, left):
+    assert _env(_spec(retries={"max_restarts": 2}), number)[tp_env.RESTARTS_LEFT] == left
+
+
+def _work(*, last_progress_at, stuck_after_seconds=None):
+    now = utcnow()
+    return AttemptWork(
+        attempt_id="a",
+        lease_token="l",
+        job_id="j",
+        project_name="default",
+        number=1,
+        status=AttemptStatus.RUNNING,
+        job_status=JobStatus.RUNNING,
+        stop_reason=None,
+        cluster_name="local",
+        cluster_address="http://ray:8265",
+        accelerator="cpu",
+        spec={},
+        created_at=now,
+        last_seen_at=now,
+        job_started_at=now,
+        max_runtime_seconds=None,
+        progress_step=3 if last_progress_at else None,
+        last_progress_at=last_progress_at,
+        stuck_after_seconds=stuck_after_seconds,
+    )
+
+
+def test_stuck_is_no_new_step_for_longer_than_stuck_after():
+    now = utcnow()
+    recent = _work(last_progress_at=now - timedelta(seconds=50))
+    assert not is_stuck(recent, now, default_seconds=60)
+    assert is_stuck(recent, now, default_seconds=40)
+    # The job's own stuck_after wins over the server's default.
+    own = _work(last_progress_at=now - timedelta(seconds=50), stuck_after_seconds=30)
+    assert is_stuck(own, now, default_seconds=1800)
+
+
+def test_an_attempt_that_never_reported_is_never_stuck():
+    assert not is_stuck(_work(last_progress_at=None), utcnow(), default_seconds=1)
