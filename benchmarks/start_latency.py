@@ -29,8 +29,7 @@ from ray.job_submission import JobSubmissionClient
 
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
-from trainplane.db.engine import make_engine, session_factory
-from trainplane.services.clusters import upsert_cluster
+from trainplane.testing.clusters import register_local_cluster
 from trainplane.testing.server import ServerProcess
 
 LINE = "first line"
@@ -84,20 +83,7 @@ def main() -> None:
     try:
         with LocalRayHead(work / "ray", slots=2) as head:
             migrate.upgrade(url_db)
-            engine = make_engine(url_db, single_use=True)
-            with session_factory(engine)() as session:
-                upsert_cluster(
-                    session,
-                    name="local",
-                    address=head.address,
-                    accelerator="cpu",
-                    gpus=2,
-                    gpus_per_node=2,
-                    gpu_memory_gb=None,
-                    price_per_gpu_hour=0.0,
-                    labels={},
-                )
-            engine.dispose()
+            register_local_cluster(url_db, head.address, slots=2)
             env = {"TRAINPLANE_DATABASE_URL": url_db, "TRAINPLANE_HOME": str(work)}
             ray = JobSubmissionClient(head.address)
             with (

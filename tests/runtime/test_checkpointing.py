@@ -37,6 +37,7 @@ def run(
     checkpoint: dict[str, Any],
     strategy: str = "ddp",
     name: str = "run",
+    **spec_fields: Any,
 ) -> tuple[dict[int, float], TrainContext]:
     metrics = tmp_path / f"{name}.jsonl"
     spec = {
@@ -45,6 +46,7 @@ def run(
         "resources": {"gpus": 1},
         "strategy": {"type": strategy},
         "checkpoint": checkpoint,
+        **spec_fields,
     }
     context = TrainContext(
         spec,

@@ -136,3 +136,9 @@ def test_relative_or_bucketless_storage_is_refused() -> None:
         open_storage("relative/ckpt")
     with pytest.raises(StorageError, match="no bucket"):
         open_storage("s3:///prefix")
+
+
+def test_an_s3_failure_is_a_storage_error_naming_the_uri(s3_bucket: str) -> None:
+    missing = open_storage(f"s3://{s3_bucket}-gone/prefix")
+    with pytest.raises(StorageError, match=f"s3://{s3_bucket}-gone/prefix"):
+        layout.scan(missing)

@@ -99,8 +99,11 @@ class ProgressReporter:
             answer = client.post(self.endpoint, json=body)
         except httpx.HTTPError:
             answer = None
-        if answer is not None and answer.status_code == 409:
-            self.revoked = True  # the attempt is over as far as the control plane knows
+        if answer is not None and answer.status_code in (401, 409):
+            # The attempt is over as far as the control plane knows (409), or
+            # its token no longer holds (401): nothing sent now would count.
+            self.revoked = True
+            print(f"trainplane: progress reports stopped ({answer.status_code})", flush=True)
             return
         if answer is None or answer.status_code >= 500 or answer.status_code == 429:
             self.failures += 1

@@ -117,11 +117,15 @@ class S3Storage:
     def _key(self, path: str) -> str:
         return "/".join(part for part in (self.prefix, path) if part)
 
-    def _keys(self, prefix: str) -> Iterator[dict[str, Any]]:
+    def _keys(self, prefix: str) -> list[dict[str, Any]]:
         base = self._key(prefix).rstrip("/") + "/"
+        return [entry for page in self._pages(Prefix=base) for entry in page.get("Contents", [])]
+
+    def _pages(self, **kwargs: Any) -> list[dict[str, Any]]:
         paginator = self.client.get_paginator("list_objects_v2")
-        for page in self._call(paginator.paginate, Bucket=self.bucket, Prefix=base):
-            yield from page.get("Contents", [])
+        # The pages are fetched while iterating: inside _call, so a failure
+        # becomes a StorageError naming this storage.
+        return self._call(lambda: list(paginator.paginate(Bucket=self.bucket, **kwargs)))
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -138,10 +142,8 @@ class S3Storage:
     def child_folders(self) -> list[str]:
         base = self._key("").rstrip("/")
         base = base + "/" if base else ""
-        paginator = self.client.get_paginator("list_objects_v2")
-        pages = self._call(paginator.paginate, Bucket=self.bucket, Prefix=base, Delimiter="/")
         folders = []
-        for page in pages:
+        for page in self._pages(Prefix=base, Delimiter="/"):
             for entry in page.get("CommonPrefixes", []):
                 folders.append(entry["Prefix"][len(base) :].rstrip("/"))
         return sorted(folders)

@@ -91,6 +91,10 @@ class DeepSpeedRunner(StrategyRunner):
         settings = self.settings
         on_gpu = settings.device.type == "cuda"
         os.environ.setdefault("DS_ACCELERATOR", "cuda" if on_gpu else "cpu")
+        # DeepSpeed reads where it is from torchrun's variables, whatever launched us.
+        os.environ.setdefault("LOCAL_RANK", str(settings.local_rank))
+        os.environ.setdefault("RANK", str(settings.rank))
+        os.environ.setdefault("WORLD_SIZE", str(settings.world_size))
         import deepspeed
 
         options = settings.strategy.get("deepspeed") or {}

@@ -1,0 +1,174 @@
+"""The GPU check: the LM example under every strategy on one NVIDIA GPU (NCCL,
+bf16) through trainplane's runtime, against a bare PyTorch loop of the same
+model, printing tokens/s and MFU. Needs no Ray: each run is
+``python -m trainplane.runtime.local`` (a world of one) in its own process.
+
+    python benchmarks/gpu_check.py                      # on a GPU machine, < 5 min on an H200
+    python benchmarks/gpu_check.py --device cpu --small # a smoke run anywhere
+
+MFU = model FLOPs per token x tokens/s / the GPU's peak dense bf16 FLOPs, with
+6 x parameters + 12 x layers x d_model x seq_len FLOPs per token (forward and
+backward, attention included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "lm"
+
+# A ~270M-parameter model: big enough to keep an H200 busy, small enough that
+# every strategy's run takes seconds.
+GPU_ARGS = {
+    "steps": 60,
+    "global_batch": 16,
+    "seq_len": 1024,
+    "vocab": 32768,
+    "d_model": 1024,
+    "layers": 16,
+    "heads": 16,
+    "sequences": 1024,
+    "lr": 3e-4,
+}
+SMALL_ARGS = {"steps": 12, "global_batch": 4, "seq_len": 32, "d_model": 64, "sequences": 64}
+STRATEGIES = {
+    "ddp": {"type": "ddp"},
+    "fsdp": {"type": "fsdp"},
+    "zero1": {"type": "deepspeed", "deepspeed": {"stage": 1}},
+    "zero2": {"type": "deepspeed", "deepspeed": {"stage": 2}},
+    "zero3": {"type": "deepspeed", "deepspeed": {"stage": 3}},
+}
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+
+
+def parameters(args: dict) -> int:
+    d, layers, vocab, seq = args["d_model"], args["layers"], args["vocab"], args["seq_len"]
+    return layers * (12 * d * d + 13 * d) + 2 * vocab * d + seq * d + 2 * d
+
+
+def flops_per_token(args: dict) -> float:
+    return 6 * parameters(args) + 12 * args["layers"] * args["d_model"] * args["seq_len"]
+
+
+def tokens_per_second(metrics: Path, args: dict, skip: int) -> float:
+    points = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    steady = [(p["step"], p["time"]) for p in points if p["step"] > skip]
+    steps = steady[-1][0] - steady[0][0]
+    return steps * args["global_batch"] * args["seq_len"] / (steady[-1][1] - steady[0][1])
+
+
+def run_trainplane(strategy: dict, args: dict, precision: str, work: Path, device: str) -> Path:
+    metrics = work / f"tp-{time.monotonic_ns()}.jsonl"
+    spec = {
+        "kind": "train",
+        "name": "gpu-check",
+        "entrypoint": {"function": "train:train_loop", "args": args},
+        "resources": {"gpus": 1},
+        "strategy": strategy,
+        "precision": precision,
+    }
+    env = {
+        **os.environ,
+        "TRAINPLANE_SPEC": json.dumps(spec),
+        "TRAINPLANE_METRICS_FILE": str(metrics),
+        "TRAINPLANE_DEVICE": device,
+        "PYTHONPATH": str(EXAMPLE),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "trainplane.runtime.local"],
+        env=env,
+        cwd=EXAMPLE,
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"{strategy} failed:\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}")
+    return metrics
+
+
+def run_bare(args: dict, precision: str, work: Path) -> Path:
+    metrics = work / f"bare-{time.monotonic_ns()}.jsonl"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bare_lm.py"),
+            "--metrics-file",
+            str(metrics),
+            "--args",
+            json.dumps(args),
+            "--precision",
+            precision,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return metrics
+
+
+def peak_tflops(device: str, given: float | None) -> float | None:
+    if given:
+        return given
+    if device != "cuda":
+        return None
+    import torch
+
+    name = torch.cuda.get_device_name()
+    return next((value for key, value in PEAK_BF16_TFLOPS.items() if key in name), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--small", action="store_true", help="a tiny model, for a smoke run")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's peak dense bf16 TFLOPS")
+    parser.add_argument("--skip", type=int, default=5, help="warm-up steps left out")
+    options = parser.parse_args()
+    args = SMALL_ARGS if options.small else GPU_ARGS
+    precision = "bf16" if options.device == "cuda" else "fp32"
+    if options.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            sys.exit("no CUDA device here; use --device cpu --small for a smoke run")
+        print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    peak = peak_tflops(options.device, options.peak_tflops)
+    per_token = flops_per_token({**_defaults(), **args})
+    full_args = {**_defaults(), **args}
+    print(
+        f"model: {parameters(full_args) / 1e6:.0f}M parameters, seq {full_args['seq_len']}, "
+        f"global batch {full_args['global_batch']}, {precision}, {full_args['steps']} steps"
+    )
+    started = time.monotonic()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tp-gpu-check-") as folder:
+        work = Path(folder)
+        base = tokens_per_second(run_bare(args, precision, work), full_args, options.skip)
+        rows.append(("bare PyTorch loop", base))
+        for name in options.strategies.split(","):
+            metrics = run_trainplane(STRATEGIES[name], args, precision, work, options.device)
+            rows.append((f"trainplane {name}", tokens_per_second(metrics, full_args, options.skip)))
+    print(f"{'':24}{'tokens/s':>12}{'vs bare':>9}{'MFU':>8}")
+    for label, rate in rows:
+        mfu = f"{rate * per_token / (peak * 1e12):.1%}" if peak else "-"
+        print(f"{label:24}{rate:>12.0f}{rate / base:>9.3f}{mfu:>8}")
+    print(f"total {time.monotonic() - started:.0f}s")
+
+
+def _defaults() -> dict:
+    sys.path.insert(0, str(EXAMPLE))
+    from train import DEFAULTS
+
+    return dict(DEFAULTS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""What trainplane costs a training run, against bare ``torchrun``, in one run.
+
+The same model (the LM of examples/lm), data, batch and step count, on 2 CPU
+workers (gloo), three ways:
+
+  - bare torchrun: a plain PyTorch DDP loop (benchmarks/bare_lm.py)
+  - trainplane runtime under torchrun: the example's train function through
+    TrainContext (strategy ddp), no Ray, no control plane
+  - trainplane service: the same job submitted to a running ``trainplane
+    server`` with a local Ray head (2 CPU slots), through Ray Train
+
+Each prints steady-state steps/s (from per-step timestamps, after the first
+``--skip`` steps) and the time from launch (or submit) to the first finished
+step. Target: steps/s ratio >= 0.95 against bare torchrun.
+
+    .venv/bin/python benchmarks/overhead.py [--steps 200] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from trainplane.backends.local_ray import LocalRayHead
+from trainplane.db import migrate
+from trainplane.testing.clusters import register_local_cluster
+from trainplane.testing.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "lm"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+
+
+def read_points(path: Path) -> list[tuple[int, float]]:
+    points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(p["step"], p["time"]) for p in points]
+
+
+def summarise(points: list[tuple[int, float]], started: float, skip: int) -> tuple[float, float]:
+    """(steps per second after ``skip`` steps, seconds from start to the first step)."""
+    steady = [p for p in points if p[0] > skip]
+    rate = (steady[-1][0] - steady[0][0]) / (steady[-1][1] - steady[0][1])
+    return rate, points[0][1] - started
+
+
+def spec(args: dict, metrics: Path) -> dict:
+    return {
+        "kind": "train",
+        "name": "overhead",
+        "entrypoint": {
+            "function": "train:train_loop",
+            "args": args,
+            "working_dir": str(EXAMPLE),
+            "env": {"TRAINPLANE_METRICS_FILE": str(metrics)},
+        },
+        "resources": {"gpus": 2},
+        "strategy": {"type": "ddp"},
+    }
+
+
+def bare(work: Path, args: dict) -> tuple[list[tuple[int, float]], float]:
+    metrics = work / f"bare-{time.monotonic_ns()}.jsonl"
+    started = time.time()
+    subprocess.run(
+        [
+            *TORCHRUN,
+            str(ROOT / "benchmarks" / "bare_lm.py"),
+            "--metrics-file",
+            str(metrics),
+            "--args",
+            json.dumps(args),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return read_points(metrics), started
+
+
+def runtime_under_torchrun(work: Path, args: dict) -> tuple[list[tuple[int, float]], float]:
+    metrics = work / f"local-{time.monotonic_ns()}.jsonl"
+    env = {
+        **os.environ,
+        "TRAINPLANE_SPEC": json.dumps(spec(args, metrics)),
+        "TRAINPLANE_METRICS_FILE": str(metrics),
+        "PYTHONPATH": str(EXAMPLE),
+    }
+    started = time.time()
+    subprocess.run(
+        [*TORCHRUN, "-m", "trainplane.runtime.local"],
+        check=True,
+        capture_output=True,
+        env=env,
+        cwd=EXAMPLE,
+    )
+    return read_points(metrics), started
+
+
+def through_service(
+    url: str, http: httpx.Client, work: Path, args: dict
+) -> tuple[list[tuple[int, float]], float]:
+    metrics = work / f"service-{time.monotonic_ns()}.jsonl"
+    started = time.time()
+    job = http.post(f"{url}/v1/jobs", json=spec(args, metrics)).json()
+    while True:
+        detail = http.get(f"{url}/v1/jobs/{job['id']}").json()
+        if detail["terminal"]:
+            break
+        time.sleep(0.2)
+    if detail["status"] != "SUCCEEDED":
+        logs = http.get(f"{url}/v1/jobs/{job['id']}/logs").text
+        raise RuntimeError(f"the benchmark job ended {detail['status']}:\n{logs[-3000:]}")
+    return read_points(metrics), started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--skip", type=int, default=10, help="warm-up steps left out of steps/s")
+    parser.add_argument("--repeats", type=int, default=2)
+    options = parser.parse_args()
+    args = {"steps": options.steps}
+
+    work = Path(tempfile.mkdtemp(prefix="tp-overhead-", dir="/tmp"))
+    os.environ["HOME"] = str(work)  # Ray writes under $HOME
+    db = f"sqlite:///{work / 'trainplane.db'}"
+    results: dict[str, list[tuple[float, float]]] = {"bare": [], "local": [], "service": []}
+    try:
+        with LocalRayHead(work / "ray", slots=2) as head:
+            migrate.upgrade(db)
+            register_local_cluster(db, head.address, slots=2)
+            env = {"TRAINPLANE_DATABASE_URL": db, "TRAINPLANE_HOME": str(work)}
+            with (
+                ServerProcess(env, log_path=work / "server.log") as server,
+                httpx.Client(timeout=30) as http,
+            ):
+                through_service(server.url, http, work, {"steps": 20})  # warm Ray's caches
+                for _ in range(options.repeats):  # interleaved, so drift hits all three
+                    results["bare"].append(summarise(*bare(work, args), options.skip))
+                    results["local"].append(
+                        summarise(*runtime_under_torchrun(work, args), options.skip)
+                    )
+                    results["service"].append(
+                        summarise(*through_service(server.url, http, work, args), options.skip)
+                    )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def median(key: str, index: int) -> float:
+        return statistics.median(r[index] for r in results[key])
+
+    base = median("bare", 0)
+    print(f"{options.steps} steps, 2 CPU workers (gloo), median of {options.repeats}:")
+    print(f"{'':34}{'steps/s':>9}{'ratio':>8}{'first step (s)':>16}")
+    labels = {
+        "bare": "bare torchrun (plain PyTorch)",
+        "local": "trainplane runtime, torchrun",
+        "service": "trainplane service (Ray Train)",
+    }
+    for key, label in labels.items():
+        rate = median(key, 0)
+        print(f"{label:34}{rate:>9.1f}{rate / base:>8.3f}{median(key, 1):>16.1f}")
+    ratio = median("service", 0) / base
+    print(f"target: service steps/s >= 0.95 x bare: {'met' if ratio >= 0.95 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Strategy details that show in a world of one, in this process: precision,
+gradient accumulation, clipping, DeepSpeed's generated config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.runtime.test_checkpointing import run
+from trainplane.runtime.strategies.deepspeed import deepspeed_config
+
+pytestmark = pytest.mark.usefixtures("one_rank_group")
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_bf16_trains_like_fp32(strategy: str, tmp_path: Path) -> None:
+    fp32, _ = run(str(tmp_path / "a"), tmp_path, steps=30, checkpoint={}, strategy=strategy)
+    bf16, _ = run(
+        str(tmp_path / "b"),
+        tmp_path,
+        steps=30,
+        checkpoint={},
+        strategy=strategy,
+        precision="bf16",
+        name="bf16",
+    )
+    assert bf16[30] < 0.85 * bf16[1]
+    assert bf16[30] == pytest.approx(fp32[30], abs=0.05)
+    assert bf16 != fp32  # the low precision did apply
+
+
+def test_gradient_accumulation_matches_the_whole_batch(tmp_path: Path) -> None:
+    # 4 micro-batches of 16 are the same 64 samples as one batch of 64: the
+    # updates, hence the weights, must be the same.
+    _, whole = run(str(tmp_path / "a"), tmp_path, steps=10, checkpoint={}, name="whole")
+    _, accumulated = run(
+        str(tmp_path / "b"),
+        tmp_path,
+        steps=10,
+        checkpoint={},
+        name="accumulated",
+        optimization={"grad_accum": 4},
+    )
+    assert accumulated.grad_accum == 4 and accumulated.global_step == 10
+    expected = whole.unwrap().state_dict()
+    for name, tensor in accumulated.unwrap().state_dict().items():
+        assert torch.allclose(tensor, expected[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_gradient_clipping_is_applied(tmp_path: Path) -> None:
+    free, _ = run(str(tmp_path / "a"), tmp_path, steps=5, checkpoint={}, name="free")
+    clipped, _ = run(
+        str(tmp_path / "b"),
+        tmp_path,
+        steps=5,
+        checkpoint={},
+        name="clipped",
+        optimization={"max_grad_norm": 1e-6},
+    )
+    assert free[1] == clipped[1]  # the first loss is before any update
+    # With a vanishing gradient norm AdamW still moves (it normalises), but
+    # the trajectory differs from the unclipped one.
+    assert free[5] != clipped[5]
+
+
+def test_the_users_deepspeed_config_is_merged_over_the_generated_one() -> None:
+    config = deepspeed_config(
+        {
+            "stage": 3,
+            "offload_optimizer": "cpu",
+            "config": {"zero_optimization": {"overlap_comm": True}, "steps_per_print": 10},
+        },
+        precision="bf16",
+        micro_batch_size=4,
+        grad_accum=2,
+        max_grad_norm=1.0,
+        on_gpu=True,
+    )
+    zero = config["zero_optimization"]
+    assert zero["stage"] == 3 and zero["overlap_comm"] is True
+    assert zero["offload_optimizer"] == {"device": "cpu", "pin_memory": True}
+    assert "offload_param" not in zero
+    assert config["bf16"] == {"enabled": True} and "fp16" not in config
+    assert config["train_micro_batch_size_per_gpu"] == 4
+    assert config["gradient_accumulation_steps"] == 2
+    assert config["gradient_clipping"] == 1.0
+    assert config["steps_per_print"] == 10

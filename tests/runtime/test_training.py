@@ -1,0 +1,254 @@
+"""The runtime end to end: jobs submitted to a real ``trainplane server``,
+scheduled on a real local Ray cluster (2 CPU workers, gloo), trained through
+Ray Train with each strategy; losses read back from the metrics API.
+
+One train function (examples/mlp) serves every strategy. Runs are cached per
+strategy within this module, so each uninterrupted run happens once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.scheduler.conftest import register_local
+from trainplane.backends.local_ray import LocalRayHead
+from trainplane.db import migrate
+from trainplane.net import free_port
+from trainplane.testing.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+MLP = ROOT / "examples" / "mlp"
+STEPS = 50
+STRATEGIES: dict[str, dict[str, Any]] = {
+    "ddp": {"type": "ddp"},
+    "fsdp": {"type": "fsdp"},
+    "zero1": {"type": "deepspeed", "deepspeed": {"stage": 1}},
+    "zero2": {"type": "deepspeed", "deepspeed": {"stage": 2}},
+    "zero3": {"type": "deepspeed", "deepspeed": {"stage": 3}},
+    "zero3-offload": {"type": "deepspeed", "deepspeed": {"stage": 3, "offload_optimizer": "cpu"}},
+}
+
+
+class Service:
+    def __init__(self, url: str, home: Path) -> None:
+        self.url = url
+        self.home = home
+        self.http = httpx.Client(base_url=url, timeout=30)
+        self.uninterrupted: dict[str, dict[int, float]] = {}
+
+    def submit(self, strategy: str, *, sleep: float = 0.0, **spec: Any) -> str:
+        body = {
+            "kind": "train",
+            "name": f"mlp-{strategy}",
+            "entrypoint": {
+                "function": "train:train_loop",
+                "args": {"steps": STEPS, "step_sleep": sleep},
+                "working_dir": str(MLP),
+            },
+            "resources": {"gpus": 2},
+            "strategy": STRATEGIES[strategy],
+            "checkpoint": {"every_steps": 10, "keep_last": 2},
+            "retries": {"max_restarts": 2, "backoff_seconds": 0},
+            **spec,
+        }
+        answer = self.http.post("/v1/jobs", json=body)
+        assert answer.status_code == 201, answer.text
+        return answer.json()["id"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.http.get(f"/v1/jobs/{job_id}").json()
+
+    def wait(self, job_id: str, timeout: float = 300) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            detail = self.job(job_id)
+            if detail["terminal"]:
+                return detail
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} did not finish in {timeout}s:\n{self.logs(job_id)}")
+
+    def logs(self, job_id: str) -> str:
+        return self.http.get(f"/v1/jobs/{job_id}/logs").text
+
+    def losses(self, job_id: str) -> dict[int, float]:
+        """The loss per step; where a step ran twice (before and after a
+        resume), the later report."""
+        losses: dict[int, float] = {}
+        cursor = None
+        while True:
+            params = {"limit": 10_000, **({"cursor": cursor} if cursor else {})}
+            page = self.http.get(f"/v1/jobs/{job_id}/metrics", params=params).json()
+            for point in page["points"]:
+                losses[point["step"]] = point["metrics"]["loss"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return losses
+
+    def succeeded(self, job_id: str) -> dict[str, Any]:
+        detail = self.wait(job_id)
+        assert detail["status"] == "SUCCEEDED", self.logs(job_id)[-4000:]
+        return detail
+
+    def trained(self, strategy: str) -> dict[int, float]:
+        if strategy not in self.uninterrupted:
+            job_id = self.submit(strategy)
+            self.succeeded(job_id)
+            self.uninterrupted[strategy] = self.losses(job_id)
+        return self.uninterrupted[strategy]
+
+
+@pytest.fixture(scope="module")
+def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    home = tmp_path_factory.mktemp("service")
+    db = f"sqlite:///{home / 'trainplane.db'}"
+    migrate.upgrade(db)
+    register_local(db, ray_head.address)
+    port = free_port()
+    env = {
+        "TRAINPLANE_DATABASE_URL": db,
+        "TRAINPLANE_HOME": str(home),
+        "TRAINPLANE_ADVERTISE_URL": f"http://127.0.0.1:{port}",
+        "TRAINPLANE_SCHEDULER_POLL_SECONDS": "0.5",
+    }
+    with ServerProcess(env, port=port, log_path=home / "server.log") as server:
+        yield Service(server.url, home)
+
+
+def reference_losses(tmp_path: Path) -> dict[int, float]:
+    """The same training in one process with the whole batch: no Ray, no
+    distribution, nothing of the strategies."""
+    metrics = tmp_path / "reference.jsonl"
+    spec = {
+        "kind": "train",
+        "entrypoint": {"function": "train:train_loop", "args": {"steps": STEPS}},
+        "resources": {"gpus": 1},
+        "strategy": {"type": "ddp"},
+    }
+    env = {
+        **os.environ,
+        "TRAINPLANE_SPEC": json.dumps(spec),
+        "TRAINPLANE_METRICS_FILE": str(metrics),
+        "TRAINPLANE_DEVICE": "cpu",
+    }
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    subprocess.run(
+        [sys.executable, "-m", "trainplane.runtime.local"],
+        cwd=MLP,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    points = [json.loads(line) for line in metrics.read_text().splitlines()]
+    return {p["step"]: p["metrics"]["loss"] for p in points}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_the_same_function_trains_under_every_strategy(service: Service, strategy: str) -> None:
+    losses = service.trained(strategy)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    first, last = losses[1], sum(losses[s] for s in range(STEPS - 4, STEPS + 1)) / 5
+    assert last < 0.6 * first, losses
+
+
+def test_ddp_and_fsdp_match_a_single_process_reference(service: Service, tmp_path: Path) -> None:
+    reference = reference_losses(tmp_path)
+    for strategy in ("ddp", "fsdp"):
+        losses = service.trained(strategy)
+        for step in (1, 2, 3, 5, 10, 20):
+            assert losses[step] == pytest.approx(reference[step], rel=1e-3), (strategy, step)
+
+
+def attempt_processes(attempt_id: str, marker: str) -> list[int]:
+    """This machine's processes of one attempt whose command line has ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in command and f"TRAINPLANE_ATTEMPT_ID={attempt_id}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_when_past(service: Service, job_id: str, step: int, marker: str) -> int:
+    """SIGKILL one process of the job's running attempt once it reported ``step``."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        done = service.losses(job_id)
+        detail = service.job(job_id)
+        assert not detail["terminal"], f"the job ended before the kill:\n{service.logs(job_id)}"
+        if done and max(done) >= step:
+            attempt = detail["attempts"][-1]["id"]
+            victims = attempt_processes(attempt, marker)
+            assert victims, f"no {marker} process of attempt {attempt} found"
+            os.kill(victims[-1], signal.SIGKILL)
+            return max(done)
+        time.sleep(0.2)
+    raise AssertionError("the job never got far enough to be killed")
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "zero3"])
+def test_a_killed_worker_resumes_from_the_last_checkpoint_exactly(
+    service: Service, strategy: str
+) -> None:
+    expected = service.trained(strategy)
+    job_id = service.submit(strategy, sleep=0.1)
+    kill_when_past(service, job_id, 15, "RayTrainWorker")
+    detail = service.succeeded(job_id)
+    logs = service.logs(job_id)
+    assert "resumed from checkpoint step" in logs, logs[-3000:]
+    assert len(detail["attempts"]) == 1  # Ray Train restarted the workers in place
+    losses = service.losses(job_id)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    for step in range(1, STEPS + 1):
+        assert losses[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+
+
+def test_a_lost_attempt_is_retried_and_resumes_exactly(service: Service) -> None:
+    expected = service.trained("ddp")
+    job_id = service.submit("ddp", sleep=0.1)
+    kill_when_past(service, job_id, 15, "trainplane.runtime.driver")
+    detail = service.succeeded(job_id)
+    assert [a["status"] for a in detail["attempts"]] == ["FAILED", "SUCCEEDED"]
+    assert "resumed from checkpoint step" in service.logs(job_id)
+    losses = service.losses(job_id)
+    for step in range(1, STEPS + 1):
+        assert losses[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+
+
+def test_checkpoints_are_listed_by_the_api(service: Service) -> None:
+    job_id = service.submit("ddp")
+    service.succeeded(job_id)
+    listed = service.http.get(f"/v1/jobs/{job_id}/checkpoints").json()
+    assert [c["step"] for c in listed["checkpoints"]] == [50, 40]  # keep_last: 2
+    assert all(c["strategy"] == "ddp" and c["world_size"] == 2 for c in listed["checkpoints"])
+    assert listed["checkpoints"][0]["uri"].endswith(f"/{job_id}/checkpoints/step-50")
+
+
+def test_an_unmodified_torchrun_script_runs_on_two_workers(service: Service) -> None:
+    body = {
+        "kind": "train",
+        "name": "torchrun-script",
+        "entrypoint": {"script": "train.py", "working_dir": str(ROOT / "examples" / "torchrun")},
+        "resources": {"gpus": 2},
+    }
+    job_id = service.http.post("/v1/jobs", json=body).json()["id"]
+    service.succeeded(job_id)
+    logs = service.logs(job_id)
+    assert "world size 2" in logs and "done" in logs
