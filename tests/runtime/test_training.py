@@ -25,6 +25,7 @@ from tests.scheduler.conftest import register_local
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
 from trainplane.net import free_port
+from trainplane.testing.processes import attempt_processes
 from trainplane.testing.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,22 +169,6 @@ def test_ddp_and_fsdp_match_a_single_process_reference(service: Service, tmp_pat
         losses = service.trained(strategy)
         for step in (1, 2, 3, 5, 10, 20):
             assert losses[step] == pytest.approx(reference[step], rel=1e-3), (strategy, step)
-
-
-def attempt_processes(attempt_id: str, marker: str) -> list[int]:
-    """This machine's processes of one attempt whose command line has ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker in command and f"TRAINPLANE_ATTEMPT_ID={attempt_id}".encode() in environ:
-            found.append(int(entry.name))
-    return found
 
 
 def kill_when_past(service: Service, job_id: str, step: int, marker: str) -> int:

@@ -13,6 +13,7 @@ from tests.factories import small_spec
 from tests.scheduler.conftest import register_local, wait_for
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.serve.processes import running_scheduler
+from trainplane.testing.processes import attempt_processes
 
 pytestmark = pytest.mark.postgres_only
 
@@ -49,6 +50,12 @@ def test_a_lost_cluster_fails_over_to_the_queue(api, fast_settings, db_url, doom
             "the job back in the queue, waiting for the cluster",
         )
     first = job["attempts"][0]
+    # Its driver does not train on, unseen, where the head was.
+    wait_for(
+        lambda: not attempt_processes(first["id"], "trainplane.runtime.driver"),
+        10,
+        "the lost attempt's driver to exit",
+    )
     assert first["status"] == "LOST"
     assert "doomed stopped answering" in first["reason"]
     history = [e["to_status"] for e in api.get(f"/v1/jobs/{job_id}/events").json()["items"]]

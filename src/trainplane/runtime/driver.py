@@ -20,7 +20,7 @@ from typing import Any
 
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
-from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
 
 # The driver's own failures, distinct from a user command's exit code.
 EXIT_BAD_SPEC = 64
@@ -44,6 +44,7 @@ def command_of(entrypoint: dict[str, Any]) -> list[str] | None:
 
 
 def main() -> int:
+    exit_when_orphaned()
     try:
         spec = json.loads(os.environ[tp_env.SPEC])
         accelerator = os.environ.get(tp_env.ACCELERATOR, "cpu")
