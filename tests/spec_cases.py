@@ -48,6 +48,11 @@ INVALID_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("empty command", _with(train_spec(), "entrypoint", {"command": []}), "entrypoint.command"),
     ("reserved env var", _with(train_spec(), "entrypoint.env", {"RANK": "3"}), "entrypoint.env"),
+    (
+        "trainplane's own env var",
+        _with(train_spec(), "entrypoint.env", {"TRAINPLANE_ATTEMPT_TOKEN": "x"}),
+        "entrypoint.env",
+    ),
     ("unknown strategy", _with(train_spec(), "strategy", {"type": "horovod"}), "strategy.type"),
     (
         "ZeRO stage 4",

@@ -91,3 +91,16 @@ def test_duration_format_round_trips(seconds):
 
 def test_bare_seconds_are_accepted_as_duration():
     assert parse_spec(train_spec(max_runtime=5400)).max_runtime == "1h30m"
+
+
+def test_a_job_may_name_its_own_metrics_file():
+    spec = parse_spec(
+        {
+            **train_spec(),
+            "entrypoint": {
+                **train_spec()["entrypoint"],
+                "env": {"TRAINPLANE_METRICS_FILE": "/tmp/metrics.jsonl"},
+            },
+        }
+    )
+    assert spec.entrypoint.env == {"TRAINPLANE_METRICS_FILE": "/tmp/metrics.jsonl"}

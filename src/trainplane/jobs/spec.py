@@ -49,6 +49,8 @@ _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/[^\s]*)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 # Set by trainplane for every worker; a user value would silently break the run.
+# trainplane's variables a job may set itself: the runtime's optional outputs.
+_USER_SETTABLE_ENV = frozenset({"TRAINPLANE_METRICS_FILE"})
 _RESERVED_ENV = frozenset(
     {
         "RANK",
@@ -161,7 +163,8 @@ class Entrypoint(Strict):
                 raise PydanticCustomError(
                     "env_name", "'{key}' is not a valid environment variable name", {"key": key}
                 )
-            if key in _RESERVED_ENV or key.startswith("TRAINPLANE_"):
+            reserved = key.startswith("TRAINPLANE_") and key not in _USER_SETTABLE_ENV
+            if key in _RESERVED_ENV or reserved:
                 raise PydanticCustomError(
                     "env_reserved",
                     "'{key}' is set by trainplane and cannot be overridden",
