@@ -13,7 +13,7 @@ Each prints steady-state steps/s (from per-step timestamps, after the first
 ``--skip`` steps) and the time from launch (or submit) to the first finished
 step. Target: steps/s ratio >= 0.95 against bare torchrun.
 
-    .venv/bin/python benchmarks/overhead.py [--steps 200] [--repeats 2]
+    .venv/bin/python benchmarks/overhead.py [--steps 300] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -110,7 +110,10 @@ def through_service(
 ) -> tuple[list[tuple[int, float]], float]:
     metrics = work / f"service-{time.monotonic_ns()}.jsonl"
     started = time.time()
-    job = http.post(f"{url}/v1/jobs", json=spec(args, metrics)).json()
+    answer = http.post(f"{url}/v1/jobs", json=spec(args, metrics))
+    if answer.status_code != 201:
+        raise RuntimeError(f"submit refused ({answer.status_code}): {answer.text}")
+    job = answer.json()
     while True:
         detail = http.get(f"{url}/v1/jobs/{job['id']}").json()
         if detail["terminal"]:
@@ -124,9 +127,9 @@ def through_service(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--skip", type=int, default=10, help="warm-up steps left out of steps/s")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
     args = {"steps": options.steps}
 

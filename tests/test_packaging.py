@@ -39,3 +39,23 @@ def test_wheel_contains_the_migrations(tmp_path):
     assert in_checkout <= shipped
     assert "trainplane/api/app.py" in names
     assert not any(n.startswith(("tests/", "migrations/")) for n in names)
+
+
+def test_the_control_plane_and_cli_never_load_torch_or_ray():
+    """They run where no GPU stack is installed; only the runtime needs it."""
+    code = (
+        "import sys, trainplane, trainplane.api.app, trainplane.cli.main, "
+        "trainplane.scheduler.loop\n"
+        "loaded = sorted(m for m in ('torch', 'ray', 'deepspeed') if m in sys.modules)\n"
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_train_context_is_importable_from_the_package():
+    code = (
+        "import trainplane\n"
+        "from trainplane.runtime.context import TrainContext\n"
+        "assert trainplane.TrainContext is TrainContext"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

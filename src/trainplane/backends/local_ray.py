@@ -55,6 +55,10 @@ class LocalRayHead:
             "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
             "RAY_TMPDIR": str(self.temp_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
+            # The dashboard agent samples every process's stats for Ray's own
+            # dashboard every 5 s, which costs a small machine's training
+            # processes CPU time; trainplane reports progress itself.
+            "REPORTER_UPDATE_INTERVAL_MS": "60000",
         }
         command = [
             str(bindir / "ray"),
