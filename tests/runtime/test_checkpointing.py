@@ -37,12 +37,16 @@ def run(
     checkpoint: dict[str, Any],
     strategy: str = "ddp",
     name: str = "run",
+    args: dict[str, Any] | None = None,
     **spec_fields: Any,
 ) -> tuple[dict[int, float], TrainContext]:
     metrics = tmp_path / f"{name}.jsonl"
     spec = {
         "kind": "train",
-        "entrypoint": {"function": "train:train_loop", "args": {"steps": steps, "hidden": 32}},
+        "entrypoint": {
+            "function": "train:train_loop",
+            "args": {"steps": steps, "hidden": 32, **(args or {})},
+        },
         "resources": {"gpus": 1},
         "strategy": {"type": strategy},
         "checkpoint": checkpoint,
@@ -167,3 +171,17 @@ def test_a_checkpoint_of_another_strategy_format_is_refused_clearly(tmp_path: Pa
     run(root, tmp_path, steps=5, checkpoint={"every_steps": 5})
     with pytest.raises(RuntimeError, match="strategy fsdp cannot load it"):
         run(root, tmp_path, steps=10, checkpoint={"every_steps": 5}, strategy="fsdp", name="f")
+
+
+def test_every_minutes_saves_on_time(tmp_path: Path) -> None:
+    root = str(tmp_path / "ckpt")
+    # ~30 ms between saves at ~50 ms a step (the example's step_sleep): a
+    # save after nearly every step, where no every_steps is set at all.
+    run(
+        root,
+        tmp_path,
+        steps=8,
+        checkpoint={"every_minutes": 0.0005, "keep_last": 100},
+        args={"step_sleep": 0.05},
+    )
+    assert len(steps_in(root)) >= 6

@@ -42,13 +42,15 @@ STRATEGIES: dict[str, dict[str, Any]] = {
 
 
 class Service:
-    def __init__(self, url: str, home: Path) -> None:
+    def __init__(self, url: str, home: Path, s3_endpoint: str) -> None:
         self.url = url
         self.home = home
+        self.s3_endpoint = s3_endpoint
         self.http = httpx.Client(base_url=url, timeout=30)
         self.uninterrupted: dict[str, dict[int, float]] = {}
 
     def submit(self, strategy: str, *, sleep: float = 0.0, **spec: Any) -> str:
+        env = {"AWS_ENDPOINT_URL_S3": self.s3_endpoint, **S3_CREDENTIALS}
         body = {
             "kind": "train",
             "name": f"mlp-{strategy}",
@@ -56,6 +58,7 @@ class Service:
                 "function": "train:train_loop",
                 "args": {"steps": STEPS, "step_sleep": sleep},
                 "working_dir": str(MLP),
+                "env": env,
             },
             "resources": {"gpus": 2},
             "strategy": STRATEGIES[strategy],
@@ -109,8 +112,17 @@ class Service:
         return self.uninterrupted[strategy]
 
 
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
 @pytest.fixture(scope="module")
-def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(
+    ray_head: LocalRayHead, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
     home = tmp_path_factory.mktemp("service")
     db = f"sqlite:///{home / 'trainplane.db'}"
     migrate.upgrade(db)
@@ -121,9 +133,12 @@ def service(ray_head: LocalRayHead, tmp_path_factory: pytest.TempPathFactory) ->
         "TRAINPLANE_HOME": str(home),
         "TRAINPLANE_ADVERTISE_URL": f"http://127.0.0.1:{port}",
         "TRAINPLANE_SCHEDULER_POLL_SECONDS": "0.5",
+        # The API lists checkpoints kept on the test S3.
+        "AWS_ENDPOINT_URL_S3": s3_endpoint,
+        **S3_CREDENTIALS,
     }
     with ServerProcess(env, port=port, log_path=home / "server.log") as server:
-        yield Service(server.url, home)
+        yield Service(server.url, home, s3_endpoint)
 
 
 def reference_losses(tmp_path: Path) -> dict[int, float]:
@@ -237,3 +252,29 @@ def test_an_unmodified_torchrun_script_runs_on_two_workers(service: Service) -> 
     service.succeeded(job_id)
     logs = service.logs(job_id)
     assert "world size 2" in logs and "done" in logs
+
+
+def test_sharded_checkpoints_on_s3_resume_exactly(
+    service: Service, s3_endpoint: str, s3_bucket: str
+) -> None:
+    """FSDP2's per-rank shards go through staging folders and uploads; the
+    restarted workers download them and continue as if nothing happened."""
+    expected = service.trained("fsdp")
+    storage = f"s3://{s3_bucket}/ckpt"
+    job_id = service.submit(
+        "fsdp",
+        sleep=0.1,
+        checkpoint={"every_steps": 10, "keep_last": 2, "storage": storage},
+    )
+    body = service.job(job_id)["spec"]
+    assert body["checkpoint"]["storage"] == storage
+    kill_when_past(service, job_id, 15, "RayTrainWorker")
+    service.succeeded(job_id)
+    assert "resumed from checkpoint step" in service.logs(job_id)
+    losses = service.losses(job_id)
+    for step in range(1, STEPS + 1):
+        assert losses[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6), step
+    listed = service.http.get(f"/v1/jobs/{job_id}/checkpoints").json()["checkpoints"]
+    assert [c["uri"] for c in listed] == [
+        f"{storage}/default/{job_id}/checkpoints/step-{step}" for step in (50, 40)
+    ]
