@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 SEND_EVERY_SECONDS = 2.0
+HEARTBEAT_SECONDS = 10.0  # with nothing new to send, post this often anyway
 MAX_BATCH = 1000
 MAX_QUEUED = 20_000  # beyond this the oldest points are dropped, never the run
 
@@ -50,6 +51,7 @@ class ProgressReporter:
         self.closing = False
         self.revoked = False
         self.failures = 0
+        self.last_sent = 0.0
         self.thread: threading.Thread | None = None
         if self.endpoint:
             self.thread = threading.Thread(
@@ -92,6 +94,8 @@ class ProgressReporter:
 
     def _send(self, client: httpx.Client) -> None:
         assert self.endpoint is not None
+        if not self.queue and time.monotonic() - self.last_sent < HEARTBEAT_SECONDS:
+            return
         with self.lock:
             batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_BATCH))]
             body = {"step": self.step, "total_steps": self.total_steps, "points": batch}
@@ -111,6 +115,7 @@ class ProgressReporter:
                 self.queue.extendleft(reversed(batch))  # try again next time
             return
         self.failures = 0
+        self.last_sent = time.monotonic()
         if answer.status_code >= 400:
             print(
                 f"trainplane: the control plane refused progress ({answer.status_code}): "

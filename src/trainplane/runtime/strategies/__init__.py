@@ -20,7 +20,12 @@ def make_runner(settings: StrategySettings) -> StrategyRunner:
         from trainplane.runtime.strategies.deepspeed import DeepSpeedRunner
 
         return DeepSpeedRunner(settings)
-    raise ValueError(f"strategy.type {kind!r} cannot run (auto must be resolved at submit)")
+    if kind == "auto":
+        raise ValueError(
+            "strategy.type auto reached the runtime unresolved: it is picked at submit from "
+            "the memory estimate; set strategy.type to ddp, fsdp or deepspeed"
+        )
+    raise ValueError(f"strategy.type {kind!r} is not one this runtime knows")
 
 
 __all__ = ["StrategyRunner", "StrategySettings", "make_runner"]
