@@ -203,13 +203,20 @@ def kill_when_past(service: Service, job_id: str, step: int, marker: str) -> int
     raise AssertionError("the job never got far enough to be killed")
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "zero3"])
+@pytest.mark.parametrize(
+    ("strategy", "victim"),
+    [
+        ("ddp", "trainplane.runtime.local"),  # the rank's training process
+        ("fsdp", "RayTrainWorker"),  # the Ray Train worker supervising it
+        ("zero3", "RayTrainWorker"),
+    ],
+)
 def test_a_killed_worker_resumes_from_the_last_checkpoint_exactly(
-    service: Service, strategy: str
+    service: Service, strategy: str, victim: str
 ) -> None:
     expected = service.trained(strategy)
     job_id = service.submit(strategy, sleep=0.1)
-    kill_when_past(service, job_id, 15, "RayTrainWorker")
+    kill_when_past(service, job_id, 15, victim)
     detail = service.succeeded(job_id)
     logs = service.logs(job_id)
     assert "resumed from checkpoint step" in logs, logs[-3000:]
