@@ -90,3 +90,12 @@ def test_without_a_control_plane_points_go_to_the_metrics_file(tmp_path) -> None
     sender.record(3, {"loss": 0.25}, total_steps=None)
     sender.close()
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [3]
+
+
+def test_flush_sends_what_is_queued_now(endpoint) -> None:
+    url, recorder = endpoint
+    sender = reporter(url, send_every=60)  # left alone, it would not send for a minute
+    sender.record(7, {"loss": 0.5}, total_steps=None)
+    sender.flush(timeout=5)
+    assert [p["step"] for body in recorder.bodies for p in body["points"]] == [7]
+    sender.close(timeout=1)

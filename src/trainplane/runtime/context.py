@@ -255,6 +255,10 @@ class TrainContext:
             format=runner.format,
         )
         self._policy_step = step
+        if self._reporter is not None:
+            # A run resumed from this checkpoint reports only the steps after
+            # it: make sure the ones up to it have reached the control plane.
+            self._reporter.flush()
         return uri
 
     def restore(self) -> int:

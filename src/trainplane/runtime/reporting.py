@@ -52,6 +52,7 @@ class ProgressReporter:
         self.revoked = False
         self.failures = 0
         self.last_sent = 0.0
+        self.sending = False  # a batch is out of the queue but not yet delivered
         self.thread: threading.Thread | None = None
         if self.endpoint:
             self.thread = threading.Thread(
@@ -74,6 +75,15 @@ class ProgressReporter:
             self.queue.append(point)
             self.step = step
             self.total_steps = total_steps
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Wait (at most ``timeout`` seconds) until what is queued has been sent."""
+        if self.thread is None or self.revoked:
+            return
+        self.wake.set()
+        deadline = time.monotonic() + timeout
+        while (self.queue or self.sending) and not self.revoked and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def close(self, timeout: float = 10.0) -> None:
         """Send what is queued, waiting at most ``timeout`` seconds."""
@@ -99,6 +109,14 @@ class ProgressReporter:
         with self.lock:
             batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_BATCH))]
             body = {"step": self.step, "total_steps": self.total_steps, "points": batch}
+            self.sending = True
+        try:
+            self._post(client, body, batch)
+        finally:
+            self.sending = False  # only once a failed batch is back in the queue
+
+    def _post(self, client: httpx.Client, body: dict[str, Any], batch: list[Any]) -> None:
+        assert self.endpoint is not None
         try:
             answer = client.post(self.endpoint, json=body)
         except httpx.HTTPError:
