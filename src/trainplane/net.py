@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now ("" for every interface)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]

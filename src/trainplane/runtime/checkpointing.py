@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainplane.runtime import rng
 from trainplane.storage import checkpoints as layout
 from trainplane.storage.backends import LocalStorage, Storage, StorageError, open_storage
 
@@ -92,7 +93,6 @@ class Checkpointer:
         self.log = log
         self.storage: Storage | None = open_storage(root) if root else None
         self.last_save_time = time.monotonic()
-        self.last_saved_step: int | None = None
         self._scratch: Path | None = None
 
     # --- when -------------------------------------------------------------------
@@ -124,7 +124,7 @@ class Checkpointer:
             raise StorageError("this job has no checkpoint storage")
         name = layout.step_folder(step)
         started = time.monotonic()
-        if self.rank == 0 and any(f.name == name for f in layout.scan(self.storage)):
+        if self.rank == 0 and layout.inspect(self.storage, name) is not None:
             layout.remove(self.storage, name)  # a leftover of an earlier try
         _barrier()
         staging = self._staging_folder(name)
@@ -132,7 +132,7 @@ class Checkpointer:
         error: str | None = None
         try:
             (staging / "trainer").mkdir(parents=True, exist_ok=True)
-            torch.save(_rng_state(), staging / RNG_FILE.format(rank=self.rank))
+            torch.save(rng.capture(), staging / RNG_FILE.format(rank=self.rank))
             if self.rank == 0:
                 torch.save(trainer_state, staging / STATE_FILE)
             write_files(staging)
@@ -166,7 +166,6 @@ class Checkpointer:
             )
         _barrier()
         self.last_save_time = time.monotonic()
-        self.last_saved_step = step
         return f"{self.storage.uri}/{name}"
 
     def _staging_folder(self, name: str) -> Path:
@@ -230,8 +229,8 @@ class Checkpointer:
             # A checkpoint of another job (or an earlier run) to start from.
             parent, _, name = self.policy.resume.rstrip("/").rpartition("/")
             storage = open_storage(parent)
-            found = [f for f in layout.scan(storage) if f.name == name]
-            if not found or not found[0].complete:
+            found = layout.inspect(storage, name)
+            if found is None or not found.complete:
                 raise StorageError(
                     f"checkpoint.resume {self.policy.resume} is not a complete checkpoint"
                 )
@@ -241,15 +240,15 @@ class Checkpointer:
     def open_for_reading(self, storage_uri: str, name: str) -> tuple[Path, layout.Manifest]:
         """A local folder with every rank's files of the checkpoint."""
         storage = open_storage(storage_uri)
-        found = [f for f in layout.scan(storage) if f.name == name]
-        if not found or found[0].manifest is None:
+        found = layout.inspect(storage, name)
+        if found is None or found.manifest is None:
             raise StorageError(f"{storage_uri}/{name} is no longer a complete checkpoint")
         if isinstance(storage, LocalStorage):
-            return storage.local_folder(name), found[0].manifest
+            return storage.local_folder(name), found.manifest
         local = Path(tempfile.mkdtemp(prefix=f"trainplane-resume-{name}-"))
         storage.get_tree(name, local)
         self._scratch = local
-        return local, found[0].manifest
+        return local, found.manifest
 
     def done_reading(self) -> None:
         if self._scratch is not None:
@@ -272,12 +271,6 @@ def read_rank_rng(folder: Path, rank: int) -> dict[str, Any] | None:
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:
     return torch.load(folder / STATE_FILE, weights_only=False)
-
-
-def _rng_state() -> dict[str, Any]:
-    from trainplane.runtime import rng
-
-    return rng.capture()
 
 
 def _barrier() -> None:

@@ -300,7 +300,6 @@ class TrainContext:
         if own_rng is not None:
             rng.restore(own_rng)
         self._policy_step = manifest.step
-        self._checkpointer.last_saved_step = manifest.step
         self.resumed_from = f"{point[0]}/{point[1]}"
         self.log(f"trainplane: resumed from checkpoint step {manifest.step} ({self.resumed_from})")
         return manifest.step

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
 import traceback
 from typing import Any
 
+from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
@@ -27,12 +27,6 @@ EXIT_BAD_SPEC = 64
 EXIT_UNSUPPORTED = 65
 EXIT_TRAINING_FAILED = 1
 LOG_GRACE_SECONDS = 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def command_of(entrypoint: dict[str, Any]) -> list[str] | None:

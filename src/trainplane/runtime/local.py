@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import traceback
 from typing import Any
@@ -18,14 +17,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.functions import run_rank
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def device_for(local_rank: int) -> torch.device:
@@ -45,7 +39,7 @@ def run_local(spec: dict[str, Any]) -> Any:
     created = False
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ:
-            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, rank=rank, world_size=world_size)
         created = True

@@ -19,20 +19,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 from typing import Any
 
+from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.processes import die_with_parent, forward_output
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
 
 
 def worker_main(config: dict[str, Any]) -> None:
@@ -46,7 +40,7 @@ def worker_main(config: dict[str, Any]) -> None:
     # The rank processes form their own process group; its address is rank 0's,
     # shared over the group Ray Train has set up between the workers.
     rendezvous: list[Any] = (
-        [ray.util.get_node_ip_address(), _free_port()] if rank == 0 else [None, None]
+        [ray.util.get_node_ip_address(), free_port("")] if rank == 0 else [None, None]
     )
     dist.broadcast_object_list(rendezvous, src=0)
     env = {

@@ -8,7 +8,6 @@ driver's log (Ray sends actor output to the job driver).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from typing import Any
 
@@ -16,6 +15,7 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, forward_output
@@ -32,9 +32,7 @@ class RankWorker:
         return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
     def free_port(self) -> int:
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            return sock.getsockname()[1]
+        return free_port("")
 
     def run(self, argv: list[str], extra_env: dict[str, str], rank: int) -> int:
         child_env = {**os.environ, **extra_env, "PYTHONUNBUFFERED": "1"}

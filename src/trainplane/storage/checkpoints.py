@@ -90,6 +90,17 @@ def scan(storage: Storage) -> list[CheckpointFolder]:
     return sorted(folders, key=lambda folder: folder.step)
 
 
+def inspect(storage: Storage, name: str) -> CheckpointFolder | None:
+    """One step folder, complete or not; None when nothing is there."""
+    step = folder_step(name)
+    if step is None:
+        return None
+    manifest, problem = _check(storage, name, step)
+    if manifest is None and not storage.sizes(name):
+        return None
+    return CheckpointFolder(step, name, join(storage.uri, name), manifest, problem)
+
+
 def complete_checkpoints(storage: Storage) -> list[CheckpointFolder]:
     return [folder for folder in scan(storage) if folder.complete]
 
