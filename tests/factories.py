@@ -1,10 +1,14 @@
-"""Test data: valid specs to mutate, and rows inserted directly (bypassing the
-state machine) for tests that need a job in a given status or at a given time."""
+"""Test data: valid specs to mutate, rows inserted directly (bypassing the
+state machine) for tests that need a job in a given status or at a given time,
+progress reported as a runtime reports it, and the examples' train code."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 from datetime import datetime
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sqlalchemy import insert
@@ -13,9 +17,14 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
 from trainplane.ids import new_id
+from trainplane.jobs.progress import ProgressReport
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import JobStatus
+from trainplane.services import progress
+from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.jobs import spec_fingerprint
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 TRAIN_SPEC: dict[str, Any] = {
     "kind": "train",
@@ -120,7 +129,12 @@ def make_job(session: Session, *, status: JobStatus = JobStatus.QUEUED, **kwargs
 
 
 def make_attempt(
-    session: Session, job_id: str, *, number: int = 1, status: str = "RUNNING"
+    session: Session,
+    job_id: str,
+    *,
+    number: int = 1,
+    status: str = "RUNNING",
+    cluster_id: str | None = None,
 ) -> JobAttempt:
     """An attempt of ``job_id`` in ``status``, inserted directly."""
     now = utcnow()
@@ -129,6 +143,7 @@ def make_attempt(
         job_id=job_id,
         number=number,
         status=status,
+        cluster_id=cluster_id,
         created_at=now,
         started_at=now if status != "PENDING" else None,
     )
@@ -156,6 +171,7 @@ def make_cluster(
     accelerator: str = "cpu",
     address: str = "http://127.0.0.1:9",
     status: str = "READY",
+    price_per_gpu_hour: float = 0.0,
 ) -> Cluster:
     now = utcnow()
     cluster = Cluster(
@@ -166,7 +182,7 @@ def make_cluster(
         gpus=gpus,
         gpus_per_node=gpus_per_node or gpus,
         gpu_memory_gb=None,
-        price_per_gpu_hour=0.0,
+        price_per_gpu_hour=price_per_gpu_hour,
         labels={},
         status=status,
         status_message="",
@@ -188,3 +204,25 @@ def small_spec(name: str = "j", gpus: int = 2, **overrides: Any) -> dict[str, An
     }
     spec.update(overrides)
     return spec
+
+
+def report_progress(session: Session, job_id: str, attempt_id: str, body: dict[str, Any]) -> None:
+    """``body`` posted as the attempt's runtime posts it, with its token."""
+    key = TokenKey(None)
+    progress.record_progress(
+        session,
+        key,
+        job_id=job_id,
+        attempt_id=attempt_id,
+        token=attempt_token(key.get(session), attempt_id),
+        report=ProgressReport.model_validate(body),
+    )
+
+
+def example_module(name: str) -> ModuleType:
+    """``examples/<name>/train.py``, loaded afresh."""
+    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / name / "train.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

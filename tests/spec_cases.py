@@ -115,6 +115,21 @@ INVALID_SPECS: list[tuple[str, dict[str, Any], str]] = [
         train_spec(register_model={"alias": "prod"}),
         "register_model.name",
     ),
+    (
+        "register_model for a script",
+        train_spec(entrypoint={"script": "train.py"}),
+        "entrypoint",
+    ),
+    (
+        "register_model alias reserved by MLflow",
+        train_spec(register_model={"name": "m", "alias": "latest"}),
+        "register_model.alias",
+    ),
+    (
+        "register_model alias that looks like a version",
+        train_spec(register_model={"name": "m", "alias": "v3"}),
+        "register_model.alias",
+    ),
     ("finetune without dataset", _with(finetune_spec(), "dataset", _DELETE), "dataset"),
     ("finetune with entrypoint", finetune_spec(entrypoint={"command": ["python"]}), "entrypoint"),
     ("lora options on full fine-tune", finetune_spec(method={"type": "full", "r": 8}), "method"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from tests.factories import make_job, small_spec
-from trainplane.services.checkpoints import checkpoint_root
+from trainplane.services.locations import checkpoint_root
 from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
 

@@ -18,7 +18,7 @@ from tests.factories import make_attempt, make_job, small_spec
 from trainplane.cli.main import app
 from trainplane.jobs.states import JobStatus
 from trainplane.services.attempt_tokens import TokenKey, attempt_token
-from trainplane.services.checkpoints import checkpoint_root
+from trainplane.services.locations import checkpoint_root
 from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
 from trainplane.testing.server import ServerProcess

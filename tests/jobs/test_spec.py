@@ -45,7 +45,10 @@ def test_finetune_defaults_to_one_epoch():
 
 def test_env_values_become_strings():
     spec = parse_spec(
-        train_spec(entrypoint={"command": ["x"], "env": {"THREADS": 4, "DEBUG": True}})
+        train_spec(
+            entrypoint={"command": ["x"], "env": {"THREADS": 4, "DEBUG": True}},
+            register_model=None,
+        )
     )
     assert spec.entrypoint.env == {"THREADS": "4", "DEBUG": "true"}
 

@@ -3,7 +3,6 @@ process as a world of one (the multi-worker paths run on Ray in test_training)."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.factories import example_module
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.storage import checkpoints as layout
@@ -22,11 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def mlp_train_loop() -> Any:
-    spec = importlib.util.spec_from_file_location("mlp_example", EXAMPLES / "mlp" / "train.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.train_loop
+    return example_module("mlp").train_loop
 
 
 def run(

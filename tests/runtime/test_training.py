@@ -120,16 +120,14 @@ S3_CREDENTIALS = {
 }
 
 
-@pytest.fixture(scope="module")
-def service(
-    ray_head: LocalRayHead, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Service]:
-    home = tmp_path_factory.mktemp("service")
+def start_server(home: Path, ray_head: LocalRayHead, s3_endpoint: str, **env: str) -> ServerProcess:
+    """``trainplane server`` on a SQLite store in ``home``, scheduling on the
+    local Ray cluster; ``env`` adds to or overrides its environment."""
     db = f"sqlite:///{home / 'trainplane.db'}"
     migrate.upgrade(db)
     register_local(db, ray_head.address)
     port = free_port()
-    env = {
+    environment = {
         "TRAINPLANE_DATABASE_URL": db,
         "TRAINPLANE_HOME": str(home),
         "TRAINPLANE_ADVERTISE_URL": f"http://127.0.0.1:{port}",
@@ -137,8 +135,17 @@ def service(
         # The API lists checkpoints kept on the test S3.
         "AWS_ENDPOINT_URL_S3": s3_endpoint,
         **S3_CREDENTIALS,
+        **env,
     }
-    with ServerProcess(env, port=port, log_path=home / "server.log") as server:
+    return ServerProcess(environment, port=port, log_path=home / "server.log").start()
+
+
+@pytest.fixture(scope="module")
+def service(
+    ray_head: LocalRayHead, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    home = tmp_path_factory.mktemp("service")
+    with start_server(home, ray_head, s3_endpoint) as server:
         yield Service(server.url, home, s3_endpoint)
 
 

@@ -31,14 +31,16 @@ def _env(spec, number=1):
         control_plane_url="http://tp:8080",
         attempt_token="t" * 64,
         checkpoint_dir="/ckpt/default/job-1/checkpoints",
+        model_dir="/ckpt/default/job-1/model",
     )
     return request.runtime_env["env_vars"]
 
 
-def test_an_attempt_gets_its_token_checkpoint_folder_and_url():
+def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
     env = _env(_spec())
     assert env[tp_env.ATTEMPT_TOKEN] == "t" * 64
     assert env[tp_env.CHECKPOINT_DIR] == "/ckpt/default/job-1/checkpoints"
+    assert env[tp_env.MODEL_DIR] == "/ckpt/default/job-1/model"
     assert env[tp_env.CONTROL_PLANE_URL] == "http://tp:8080"
     assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
 

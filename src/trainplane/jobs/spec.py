@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     StringConstraints,
     TypeAdapter,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -320,6 +321,18 @@ class RegisterModel(Strict):
         None
     )
 
+    @field_validator("alias")
+    @classmethod
+    def _not_reserved(cls, value: str | None) -> str | None:
+        # MLflow keeps these for itself: models:/name@latest, and vN for versions.
+        if value is not None and (value.lower() == "latest" or re.fullmatch(r"[vV]\d+", value)):
+            raise PydanticCustomError(
+                "alias_reserved",
+                "'{value}' is reserved by MLflow; pick another alias",
+                {"value": value},
+            )
+        return value
+
 
 class _JobCommon(Strict):
     name: JobName
@@ -364,6 +377,19 @@ class TrainSpec(_JobCommon):
     kind: Literal["train"]
     entrypoint: Entrypoint
     optimization: Optimization = Field(default_factory=Optimization)
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _registrable(cls, value: Entrypoint, info: ValidationInfo) -> Entrypoint:
+        # register_model comes before entrypoint, so it is validated already.
+        if info.data.get("register_model") is not None and value.function is None:
+            raise PydanticCustomError(
+                "register_model_needs_function",
+                "register_model needs entrypoint.function: trainplane registers the model "
+                "a train function prepared with ctx.prepare(); a script or command's model "
+                "cannot be registered",
+            )
+        return value
 
 
 # --- fine-tune recipe -----------------------------------------------------------

@@ -10,7 +10,6 @@ from and is removed by the next save or resume.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 import time
@@ -20,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from trainplane.runtime import rng
+from trainplane.runtime.collective import barrier, broadcast, gather
 from trainplane.storage import checkpoints as layout
+from trainplane.storage import files
 from trainplane.storage.backends import LocalStorage, Storage, StorageError, open_storage
 
-STAGING = ".staging"
 RNG_FILE = "trainer/rng-rank-{rank}.pt"
 STATE_FILE = "trainer/state.pt"
 
@@ -58,14 +57,6 @@ class Resumed:
     step: int
     uri: str
     trainer_state: dict[str, Any]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(4 * 1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class Checkpointer:
@@ -107,7 +98,7 @@ class Checkpointer:
         if self.policy.every_minutes:
             elapsed = time.monotonic() - self.last_save_time
             # Clocks differ per rank: rank 0's decides.
-            return bool(_broadcast(elapsed >= self.policy.every_minutes * 60))
+            return bool(broadcast(elapsed >= self.policy.every_minutes * 60))
         return False
 
     # --- save -------------------------------------------------------------------
@@ -126,34 +117,32 @@ class Checkpointer:
         started = time.monotonic()
         if self.rank == 0 and layout.inspect(self.storage, name) is not None:
             layout.remove(self.storage, name)  # a leftover of an earlier try
-        _barrier()
-        staging = self._staging_folder(name)
+        barrier()
         entries: list[dict[str, Any]] | None = None
         error: str | None = None
         try:
-            (staging / "trainer").mkdir(parents=True, exist_ok=True)
-            torch.save(rng.capture(), staging / RNG_FILE.format(rank=self.rank))
-            if self.rank == 0:
-                torch.save(trainer_state, staging / STATE_FILE)
-            write_files(staging)
-            entries = self._publish(staging, name)
+            with files.staging_folder(self.storage, name, f"rank-{self.rank}") as staging:
+                (staging / "trainer").mkdir(parents=True, exist_ok=True)
+                torch.save(rng.capture(), staging / RNG_FILE.format(rank=self.rank))
+                if self.rank == 0:
+                    torch.save(trainer_state, staging / STATE_FILE)
+                write_files(staging)
+                entries = files.publish(self.storage, staging, name)
         except Exception as exc:
             error = f"rank {self.rank}: {type(exc).__name__}: {exc}"
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        gathered = _gather((entries, error), self.world_size)
+        gathered = gather((entries, error))
         errors = [err for _, err in gathered if err]
         if errors:
             raise StorageError(f"checkpoint step {step} was not saved: {'; '.join(errors)}")
         if self.rank == 0:
-            files = [entry for rank_entries, _ in gathered for entry in rank_entries or []]
+            published = [entry for rank_entries, _ in gathered for entry in rank_entries or []]
             manifest = layout.Manifest(
                 step=step,
                 metrics=numeric(metrics),
                 strategy=self.strategy,
                 format=format,
                 world_size=self.world_size,
-                files=[layout.FileEntry(**entry) for entry in files],
+                files=[layout.FileEntry(**entry) for entry in published],
                 job_id=self.job_id,
                 attempt_id=self.attempt_id,
             )
@@ -161,33 +150,12 @@ class Checkpointer:
             self._apply_retention(step)
             size = manifest.size_bytes / 1e6
             self.log(
-                f"trainplane: checkpoint step {step} saved ({len(files)} files, {size:.1f} MB, "
+                f"trainplane: checkpoint step {step} saved ({len(published)} files, {size:.1f} MB, "
                 f"{time.monotonic() - started:.1f}s)"
             )
-        _barrier()
+        barrier()
         self.last_save_time = time.monotonic()
         return f"{self.storage.uri}/{name}"
-
-    def _staging_folder(self, name: str) -> Path:
-        if isinstance(self.storage, LocalStorage):
-            # Same filesystem as the checkpoint: publishing is a rename.
-            base = self.storage.local_folder(name) / STAGING / f"rank-{self.rank}"
-        else:
-            base = Path(tempfile.mkdtemp(prefix=f"trainplane-{name}-rank{self.rank}-"))
-        shutil.rmtree(base, ignore_errors=True)
-        base.mkdir(parents=True)
-        return base
-
-    def _publish(self, staging: Path, name: str) -> list[dict[str, Any]]:
-        assert self.storage is not None
-        entries = []
-        for file in sorted(p for p in staging.rglob("*") if p.is_file()):
-            relative = file.relative_to(staging).as_posix()
-            entries.append(
-                {"path": relative, "size": file.stat().st_size, "sha256": sha256_of(file)}
-            )
-            self.storage.put_file(file, f"{name}/{relative}")
-        return entries
 
     def _apply_retention(self, newest: int) -> None:
         assert self.storage is not None
@@ -211,7 +179,7 @@ class Checkpointer:
         choice: tuple[str, str] | None = None
         if self.rank == 0:
             choice = self._choose()
-        return _broadcast(choice)
+        return broadcast(choice)
 
     def _choose(self) -> tuple[str, str] | None:
         if self.policy.resume == "never":
@@ -271,24 +239,3 @@ def read_rank_rng(folder: Path, rank: int) -> dict[str, Any] | None:
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:
     return torch.load(folder / STATE_FILE, weights_only=False)
-
-
-def _barrier() -> None:
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
-
-
-def _gather(value: Any, world_size: int) -> list[Any]:
-    if not dist.is_initialized() or world_size == 1:
-        return [value]
-    gathered: list[Any] = [None] * world_size
-    dist.all_gather_object(gathered, value)
-    return gathered
-
-
-def _broadcast(value: Any) -> Any:
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return value
-    holder = [value]
-    dist.broadcast_object_list(holder, src=0)
-    return holder[0]

@@ -37,6 +37,7 @@ from trainplane.runtime.checkpointing import (
     read_trainer_state,
 )
 from trainplane.runtime.data import ResumableLoader
+from trainplane.runtime.export import ModelExport
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
 from trainplane.runtime.strategies.base import OptimizerArg
@@ -58,6 +59,7 @@ class TrainContext:
         job_id: str | None = None,
         attempt_id: str | None = None,
         checkpoint_root: str | None = None,
+        model_root: str | None = None,
         reporter: ProgressReporter | None = None,
     ) -> None:
         self.spec = spec
@@ -95,6 +97,22 @@ class TrainContext:
             attempt_id=attempt_id,
             log=self.log,
         )
+        # With register_model, the trained model is exported for the control
+        # plane to register (see trainplane.runtime.export).
+        self._export = (
+            ModelExport(
+                model_root,
+                rank=rank,
+                world_size=world_size,
+                strategy=self.strategy,
+                job_id=job_id,
+                attempt_id=attempt_id,
+                log=self.log,
+            )
+            if spec.get("register_model") and model_root
+            else None
+        )
+        self._last_metrics: dict[str, float] = {}
         self._policy_step = 0
         self._last_report: tuple[float, int] | None = None
         self._last_log = 0.0
@@ -183,6 +201,8 @@ class TrainContext:
             micro_batch_size=self._loaders[0].batch_size if self._loaders else None,
         )
         self._runner = make_runner(settings)
+        if self._export is not None:
+            self._export.capture(model)
         prepared_model, prepared_optimizer = self._runner.prepare(model, optimizer)
         if lr_scheduler is not None:
             self._lr_scheduler = lr_scheduler(self._runner.base_optimizer)
@@ -226,6 +246,7 @@ class TrainContext:
         step = self.global_step if step is None else step
         values = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
         values = numeric(values)
+        self._last_metrics = dict(values)
         self._add_throughput(values, step)
         if self._reporter is not None:
             self._reporter.record(step, values, self.total_steps)
@@ -303,6 +324,27 @@ class TrainContext:
         self.resumed_from = f"{point[0]}/{point[1]}"
         self.log(f"trainplane: resumed from checkpoint step {manifest.step} ({self.resumed_from})")
         return manifest.step
+
+    # --- the trained model -----------------------------------------------------------
+    def set_input_example(self, *tensors: torch.Tensor) -> None:
+        """What the model takes, for the registered model's signature. Needed
+        only when its forward takes more than positional tensors; otherwise the
+        first batch the model sees is used."""
+        if self._export is not None:
+            self._export.set_input_example(*tensors)
+
+    def export_model(self) -> str | None:
+        """Export the prepared model for ``register_model``; returns the model
+        folder's URI, or None when the job registers no model. Called by
+        trainplane when the train function returns; collective."""
+        if self._export is None:
+            return None
+        if self._runner is None:
+            raise RuntimeError(
+                "register_model is set, but the train function never called "
+                "ctx.prepare(model, optimizer): there is no model to register"
+            )
+        return self._export.export(self._runner, step=self.global_step, metrics=self._last_metrics)
 
     def close(self) -> None:
         if self._reporter is not None:

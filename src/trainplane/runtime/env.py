@@ -11,6 +11,7 @@ ACCELERATOR = "TRAINPLANE_ACCELERATOR"  # the cluster's accelerator: cpu, H100, 
 CONTROL_PLANE_URL = "TRAINPLANE_URL"
 ATTEMPT_TOKEN = "TRAINPLANE_ATTEMPT_TOKEN"  # authenticates this attempt's progress reports
 CHECKPOINT_DIR = "TRAINPLANE_CHECKPOINT_DIR"  # <storage>/<project>/<job-id>/checkpoints
+MODEL_DIR = "TRAINPLANE_MODEL_DIR"  # <storage>/<project>/<job-id>/model, for register_model
 RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt may use
 # Optional, for runs without a control plane: rank 0 appends its metrics here.
 METRICS_FILE = "TRAINPLANE_METRICS_FILE"

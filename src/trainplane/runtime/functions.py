@@ -66,9 +66,12 @@ def run_rank(
         job_id=os.environ.get(tp_env.JOB_ID),
         attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
         checkpoint_root=os.environ.get(tp_env.CHECKPOINT_DIR),
+        model_root=os.environ.get(tp_env.MODEL_DIR),
         reporter=reporter,
     )
     try:
-        return function(context)
+        result = function(context)
+        context.export_model()
+        return result
     finally:
         context.close()

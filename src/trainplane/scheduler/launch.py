@@ -35,6 +35,7 @@ def launch_request(
     control_plane_url: str | None,
     attempt_token: str,
     checkpoint_dir: str,
+    model_dir: str,
 ) -> LaunchRequest:
     entrypoint = spec.get("entrypoint") or {}
     env_vars = {
@@ -45,6 +46,7 @@ def launch_request(
         tp_env.ACCELERATOR: accelerator,
         tp_env.ATTEMPT_TOKEN: attempt_token,
         tp_env.CHECKPOINT_DIR: checkpoint_dir,
+        tp_env.MODEL_DIR: model_dir,
         tp_env.RESTARTS_LEFT: str(restarts_left(spec, attempt_number)),
         # Worker output reaches the job log without terminal colour codes.
         "RAY_COLOR_PREFIX": "0",

@@ -19,7 +19,7 @@ from trainplane.services.attempts import (
     Rejected,
     Unreachable,
 )
-from trainplane.services.checkpoints import checkpoint_root
+from trainplane.services.locations import checkpoint_root, model_root
 
 MAX_RUNTIME = "max_runtime"
 CANCELLED = "cancelled"
@@ -54,6 +54,9 @@ def advance(
                 control_plane_url=context.control_plane_url,
                 attempt_token=attempt_token(context.token_key, work.attempt_id),
                 checkpoint_dir=checkpoint_root(
+                    work.spec, work.project_name, work.job_id, context.checkpoint_storage
+                ),
+                model_dir=model_root(
                     work.spec, work.project_name, work.job_id, context.checkpoint_storage
                 ),
             )

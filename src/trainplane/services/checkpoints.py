@@ -1,12 +1,7 @@
-"""Where a job's checkpoints live, and which of them are complete.
-
-``checkpoint_root`` is the one place the location is computed: the scheduler
-hands it to the runtime at launch, and the API lists that same folder.
-"""
+"""Which of a job's checkpoints are complete, as the API lists them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,17 +11,9 @@ from trainplane.db.engine import read_only
 from trainplane.errors import UpstreamError
 from trainplane.services.access import Caller
 from trainplane.services.jobs import load_job
+from trainplane.services.locations import checkpoint_root
 from trainplane.storage.backends import StorageError, open_storage
-from trainplane.storage.checkpoints import complete_checkpoints, describe, job_checkpoint_root
-
-
-def checkpoint_root(
-    spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
-) -> str:
-    """``<storage>/<project>/<job-id>/checkpoints``, where storage is the spec's
-    checkpoint.storage or else ``default_storage`` (Settings.checkpoint_storage)."""
-    storage = (spec.get("checkpoint") or {}).get("storage") or default_storage
-    return job_checkpoint_root(storage, project, job_id)
+from trainplane.storage.checkpoints import complete_checkpoints, describe
 
 
 @dataclass(frozen=True)

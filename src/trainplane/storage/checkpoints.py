@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainplane.storage.backends import Storage, join
+from trainplane.storage.files import missing_file
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -120,10 +121,9 @@ def _check(storage: Storage, name: str, step: int) -> tuple[Manifest | None, str
         return None, f"unreadable manifest: {str(exc).splitlines()[0]}"
     if manifest.step != step:
         return None, f"manifest says step {manifest.step}, folder says {step}"
-    present = storage.sizes(name)
-    for entry in manifest.files:
-        if present.get(entry.path) != entry.size:
-            return None, f"{entry.path} is missing or has the wrong size"
+    problem = missing_file(storage, name, manifest.files)
+    if problem is not None:
+        return None, problem
     return manifest, None
 
 

@@ -79,6 +79,11 @@ class StrategyRunner:
     def load(self, folder: Path) -> None:
         raise NotImplementedError
 
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """The whole model's state dict on rank 0, in host memory; None on the
+        other ranks. Collective: call it on every rank."""
+        raise NotImplementedError
+
     def extra_state(self) -> dict[str, Any]:
         return {}
 
@@ -109,6 +114,10 @@ def rebuild_optimizer(
         params = [current[names_by_id[id(param)]] for param in group["params"]]
         groups.append({**settings, "params": params})
     return type(optimizer)(groups)
+
+
+def on_host(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value.detach().cpu() for key, value in state.items()}
 
 
 @contextlib.contextmanager

@@ -9,7 +9,13 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from trainplane.runtime.strategies.base import OptimizerArg, StrategyRunner, clip, make_optimizer
+from trainplane.runtime.strategies.base import (
+    OptimizerArg,
+    StrategyRunner,
+    clip,
+    make_optimizer,
+    on_host,
+)
 
 
 class DDPRunner(StrategyRunner):
@@ -76,6 +82,9 @@ class DDPRunner(StrategyRunner):
         self.optimizer.load_state_dict(
             torch.load(folder / "optimizer.pt", map_location=device, weights_only=True)
         )
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        return on_host(self.unwrapped().state_dict()) if self.settings.rank == 0 else None
 
     def extra_state(self) -> dict[str, Any]:
         return {"scaler": self.scaler.state_dict()} if self.scaler is not None else {}

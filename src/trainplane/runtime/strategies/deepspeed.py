@@ -11,7 +11,12 @@ from typing import Any
 
 import torch
 
-from trainplane.runtime.strategies.base import OptimizerArg, StrategyRunner, make_optimizer
+from trainplane.runtime.strategies.base import (
+    OptimizerArg,
+    StrategyRunner,
+    make_optimizer,
+    on_host,
+)
 
 DS_TAG = "deepspeed"
 
@@ -147,3 +152,11 @@ class DeepSpeedRunner(StrategyRunner):
         )
         if path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        if self.model.zero_optimization_partition_weights():
+            # ZeRO-3: gathered one layer at a time onto rank 0's host memory.
+            return self.model._zero3_consolidated_16bit_state_dict()
+        # ZeRO-1/2 partition only optimizer states and gradients: every rank
+        # holds the whole model.
+        return on_host(self.unwrapped().state_dict()) if self.settings.rank == 0 else None

@@ -10,7 +10,12 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
@@ -92,3 +97,11 @@ class FSDPRunner(StrategyRunner):
             model_state_dict=state["model"],
             optim_state_dict=state["optimizer"],
         )
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        # Gathered shard by shard into rank 0's host memory; the other ranks
+        # get an empty dict back.
+        state = get_model_state_dict(
+            self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+        )
+        return state if self.settings.rank == 0 else None

@@ -1,0 +1,73 @@
+"""The model a job exports when it ends well: ``<storage>/<project>/<job-id>/model/``.
+
+The runtime writes an MLflow model folder (``mlflow/``: ``MLmodel``, the
+weights, the environment files) and then ``manifest.json`` last, listing every
+file with its size and checksum. The control plane registers the model only
+from a folder whose manifest checks out, so an export that died half-way is
+never registered. A new export replaces the old one manifest first.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainplane.storage.backends import Storage, join
+from trainplane.storage.checkpoints import FileEntry
+from trainplane.storage.files import missing_file
+
+MANIFEST = "manifest.json"
+MLFLOW_FOLDER = "mlflow"  # the MLflow model, as the artifact `model` of the run
+MANIFEST_VERSION = 1
+
+
+def job_model_root(storage_root: str, project: str, job_id: str) -> str:
+    return join(storage_root, project, job_id, "model")
+
+
+class ModelManifest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    version: int = MANIFEST_VERSION
+    flavor: str = Field(description="The MLflow flavor: pytorch, transformers.")
+    serialization: str = Field(description="How the weights are stored: pt2, pickle, ...")
+    step: int = Field(ge=0, description="The training step the model is from.")
+    metrics: dict[str, float] = Field(default_factory=dict)
+    strategy: str
+    world_size: int = Field(ge=1)
+    files: list[FileEntry] = Field(description="Paths relative to the model folder.")
+    job_id: str | None = None
+    attempt_id: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(entry.size for entry in self.files)
+
+
+def write_manifest(storage: Storage, manifest: ModelManifest) -> None:
+    payload = manifest.model_dump(mode="json")
+    storage.write_bytes(MANIFEST, json.dumps(payload, indent=1).encode())
+
+
+def read_manifest(storage: Storage) -> tuple[ModelManifest | None, str]:
+    """The manifest of a complete export, or None and why there is none."""
+    raw = storage.read_bytes(MANIFEST)
+    if raw is None:
+        return None, f"no exported model at {storage.uri} (no {MANIFEST})"
+    try:
+        manifest = ModelManifest.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        return None, f"unreadable {storage.uri}/{MANIFEST}: {str(exc).splitlines()[0]}"
+    problem = missing_file(storage, "", manifest.files)
+    if problem is not None:
+        return None, f"incomplete model export at {storage.uri}: {problem}"
+    return manifest, ""
+
+
+def clear(storage: Storage) -> None:
+    """Manifest first: a half-deleted export is incomplete, never a broken model."""
+    storage.delete(MANIFEST)
+    storage.delete_tree(MLFLOW_FOLDER)
