@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Values people paste from examples. A bootstrap token is an admin credential, so
@@ -25,7 +25,9 @@ def _default_home() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TRAINPLANE_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TRAINPLANE_", extra="ignore", populate_by_name=True
+    )
 
     home: Path = Field(default_factory=_default_home, description="Embedded state folder.")
     database_url: str | None = Field(
@@ -81,6 +83,40 @@ class Settings(BaseSettings):
         "(jobs can set stuck_after).",
     )
 
+    # Tracking in MLflow.
+    tracking_enabled: bool = Field(
+        default=True, description="Give every job an MLflow run and register its models."
+    )
+    mlflow_tracking_uri: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TRAINPLANE_MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_URI"),
+        description="An MLflow server (http://...) or store. Default: SQLite under `home`.",
+    )
+    mlflow_registry_uri: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TRAINPLANE_MLFLOW_REGISTRY_URI", "MLFLOW_REGISTRY_URI"),
+        description="The model registry, if not the tracking store.",
+    )
+    mlflow_ui_url: str | None = Field(
+        default=None,
+        description="Where people open MLflow, for run links. Default: the tracking URI "
+        "when it is a server.",
+    )
+    mlflow_artifacts: str | None = Field(
+        default=None,
+        description="Artifact root of experiments trainplane creates in a local store. "
+        "Default: `home`/mlflow-artifacts.",
+    )
+    tracking_interval_seconds: float = Field(
+        default=2.0, gt=0, description="How often a running job's new metrics go to MLflow."
+    )
+    tracking_max_backoff_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="While MLflow fails, a job's writes are retried after doubling delays "
+        "up to this.",
+    )
+
     @field_validator("bootstrap_token", "secret_key")
     @classmethod
     def _refuse_weak_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
@@ -118,6 +154,25 @@ class Settings(BaseSettings):
     @property
     def resolved_checkpoint_storage(self) -> str:
         return self.checkpoint_storage or str(self.home.absolute() / "checkpoints")
+
+    @property
+    def resolved_tracking_uri(self) -> str:
+        return self.mlflow_tracking_uri or f"sqlite:///{self.home.absolute() / 'mlflow.db'}"
+
+    @property
+    def resolved_registry_uri(self) -> str:
+        return self.mlflow_registry_uri or self.resolved_tracking_uri
+
+    @property
+    def resolved_mlflow_artifacts(self) -> str:
+        return self.mlflow_artifacts or str(self.home.absolute() / "mlflow-artifacts")
+
+    @property
+    def resolved_mlflow_ui_url(self) -> str | None:
+        if self.mlflow_ui_url:
+            return self.mlflow_ui_url
+        uri = self.resolved_tracking_uri
+        return uri if uri.startswith(("http://", "https://")) else None
 
     @property
     def is_sqlite(self) -> bool:

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from tests.factories import insert_jobs, make_cluster, small_spec
 from trainplane.db.base import utcnow
-from trainplane.db.models import Job, JobAttempt, JobEvent
+from trainplane.db.models import Job, JobAttempt, JobEvent, JobTracking
 from trainplane.jobs.states import JobStatus
 from trainplane.services import attempts as svc
 from trainplane.services.placement import place_queued_jobs
@@ -219,6 +219,19 @@ def test_failure_with_restarts_left_restarts_after_backoff(session):
         "RUNNING",
         "FAILED",
     ]
+
+
+def test_a_job_gets_one_tracking_row_however_often_it_is_placed(session):
+    spec = small_spec(retries={"max_restarts": 1, "backoff_seconds": 0})
+    job_id = _placed_job(session, spec=spec)
+    _apply(session, _claim_one(session), svc.Launched(new=True))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING"))
+    _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=3, logs="x\n"))
+    svc.requeue_restarts(session, utcnow() + timedelta(seconds=1))
+    assert [j for j, _ in place_queued_jobs(session, utcnow()).placed] == [job_id]
+    with session.begin():
+        rows = session.scalars(select(JobTracking).where(JobTracking.job_id == job_id)).all()
+    assert len(rows) == 1 and rows[0].run_id is None and rows[0].finished_at is None
 
 
 def test_a_silent_cluster_loses_the_attempt_only_after_the_timeout(session):

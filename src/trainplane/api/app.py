@@ -13,12 +13,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane import __version__
 from trainplane.api import problems
-from trainplane.api.routes import checkpoints, clusters, health, jobs, progress, projects
+from trainplane.api.routes import (
+    checkpoints,
+    clusters,
+    health,
+    jobs,
+    models,
+    progress,
+    projects,
+)
 from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.services.attempt_tokens import TokenKey
+from trainplane.tracking.client import MlflowTracking, tracking_config
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.schema_heads = migrate.head_revisions(database_url)
     app.state.ray_clusters = RayClusters()
     app.state.token_key = TokenKey(settings.secret_key)
+    app.state.mlflow = MlflowTracking(tracking_config(settings))
 
     problems.install(app)
 
@@ -113,4 +123,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(progress.router)
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)
+    app.include_router(models.router)
     return app

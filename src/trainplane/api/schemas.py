@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 from sqlalchemy import Row
 
+from trainplane.api.tracking_schemas import RegisteredModelOut, TrackingOut
 from trainplane.db.models import Job, JobEvent, Project
 from trainplane.jobs.spec import Priority, ProjectName
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
@@ -18,6 +19,7 @@ from trainplane.services.clusters import ClusterView
 from trainplane.services.jobs import AttemptRow, JobDetail
 from trainplane.services.progress import MetricsPage, Progress
 from trainplane.services.queue import QueueView
+from trainplane.services.tracking import tracking_view
 
 
 class ProjectCreate(BaseModel):
@@ -141,21 +143,38 @@ class JobOut(JobSummary):
     progress: ProgressOut | None = Field(
         default=None, description="Null until the latest attempt has reported."
     )
+    latest_metrics: dict[str, float] = Field(
+        default_factory=dict, description="The last reported value of each metric."
+    )
+    tracking: TrackingOut
+    registered_model: RegisteredModelOut | None = Field(
+        default=None, description="The model version this job registered, once it has."
+    )
 
     @classmethod
-    def from_detail(cls, detail: JobDetail) -> JobOut:
+    def from_detail(cls, detail: JobDetail, *, tracking_enabled: bool) -> JobOut:
+        job = detail.job
         latest = detail.attempts[-1].attempt if detail.attempts else None
+        tracking = tracking_view(
+            detail.tracking, job.spec, job.project_name, enabled=tracking_enabled
+        )
         return cls(
-            **cls.fields_of(detail.job, detail.queue),
-            spec=detail.job.spec,
+            **cls.fields_of(job, detail.queue),
+            spec=job.spec,
             attempts=[AttemptOut.from_row(a) for a in detail.attempts],
             progress=ProgressOut.from_progress(Progress.of(latest) if latest else None),
+            latest_metrics=detail.latest_metrics,
+            tracking=TrackingOut.from_view(tracking),
+            registered_model=RegisteredModelOut.from_view(tracking, job.spec),
         )
 
     @classmethod
-    def from_new(cls, job: Job) -> JobOut:
+    def from_new(cls, job: Job, *, tracking_enabled: bool) -> JobOut:
         """A job just submitted: queued, no attempts yet."""
-        return cls(**cls.fields_of(job, None), spec=job.spec)
+        tracking = tracking_view(None, job.spec, job.project_name, enabled=tracking_enabled)
+        return cls(
+            **cls.fields_of(job, None), spec=job.spec, tracking=TrackingOut.from_view(tracking)
+        )
 
 
 class JobPage(BaseModel):

@@ -6,6 +6,7 @@ not succeed or the server refused the request, 2 bad usage or an invalid spec.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -38,3 +39,16 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except ApiError as exc:
         raise fail(str(exc), 2 if exc.status == 422 else 1) from None
+
+
+def pages(
+    client: ApiClient, path: str, params: dict[str, Any], *, all_pages: bool
+) -> Iterator[dict[str, Any]]:
+    """The first page of a keyset-paged list, or every page with ``all_pages``."""
+    cursor = None
+    while True:
+        page = call(client.get, path, **params, cursor=cursor)
+        yield page
+        cursor = page["next_cursor"]
+        if not all_pages or not cursor:
+            return

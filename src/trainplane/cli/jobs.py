@@ -1,4 +1,4 @@
-"""``submit`` and ``jobs list|get|cancel|events|logs|metrics|checkpoints``."""
+"""``submit`` and ``jobs list|get|cancel|events|logs|metrics|checkpoints|compare``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from trainplane.cli.client import ApiClient, ApiError
-from trainplane.cli.common import TERMINAL, State, call, fail, say
+from trainplane.cli.common import TERMINAL, State, call, fail, pages, say
 from trainplane.cli.follow import follow_logs
 from trainplane.cli.output import (
+    describe_model,
+    describe_tracking,
     print_checkpoints,
+    print_comparison,
     print_events,
     print_job,
     print_jobs,
@@ -22,6 +25,10 @@ from trainplane.cli.output import (
 from trainplane.cli.specfile import SpecFileError, load_spec_file
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
+
+# After a job ends, --wait waits this long (by default) for its MLflow run to be
+# closed and its model registered.
+TRACKING_WAIT_SECONDS = 120.0
 
 
 def submit(
@@ -42,6 +49,13 @@ def submit(
     timeout: Annotated[
         float | None, typer.Option(help="Give up waiting after this many seconds.")
     ] = None,
+    tracking_timeout: Annotated[
+        float,
+        typer.Option(
+            help="With --wait or --follow: once the job ended, wait this long for its MLflow "
+            "run to be complete and its model registered."
+        ),
+    ] = TRACKING_WAIT_SECONDS,
 ) -> None:
     """Submit a job; prints its id."""
     try:
@@ -54,17 +68,45 @@ def submit(
     typer.echo(job["id"])
     say(f"job {job['id']} ({job['name']}) {job['status']}: {job['reason']}")
     if follow:
-        final = call(follow_logs, client, job["id"])
-        _report_end(client, job["id"], final)
+        call(follow_logs, client, job["id"])
+        _report_end(client, job["id"], tracking_timeout)
     if wait:
-        final = _wait_for(client, job, timeout)
-        _report_end(client, job["id"], final)
+        _wait_for(client, job, timeout)
+        _report_end(client, job["id"], tracking_timeout)
 
 
-def _report_end(client: ApiClient, job_id: str, final: dict[str, Any]) -> None:
+def _report_end(client: ApiClient, job_id: str, tracking_timeout: float) -> None:
+    final = _wait_for_tracking(client, call(client.get, f"/v1/jobs/{job_id}"), tracking_timeout)
     say(f"job {job_id} {final['status']}: {final['reason']}")
+    tracking = final["tracking"]
+    if tracking["run_id"]:
+        say(f"mlflow {describe_tracking(tracking)}")
+    if final.get("registered_model"):
+        say(f"registered model {describe_model(final['registered_model'])}")
+    if tracking["error"]:
+        say(f"mlflow: {tracking['error']}")
     say(f"logs: trainplane jobs logs {job_id}   events: trainplane jobs events {job_id}")
     raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
+
+
+def _wait_for_tracking(client: ApiClient, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """An ended job's run is closed (and its model registered) by the tracking
+    loop a moment later; wait for that, a bounded time, so what is printed is
+    final. A job's tracking never fails it: on time-out the run is completed
+    in the background."""
+    deadline = time.monotonic() + timeout
+    shown = None
+    while job["tracking"]["status"] in ("pending", "active"):
+        error = job["tracking"]["error"]
+        if error and error != shown:
+            say(f"mlflow: {error}; retrying")
+            shown = error
+        if time.monotonic() > deadline:
+            say(f"the MLflow run is not complete after {timeout:g}s; it will be in the background")
+            break
+        time.sleep(0.5)
+        job = call(client.get, f"/v1/jobs/{job['id']}")
+    return job
 
 
 def _wait_for(client: ApiClient, job: dict[str, Any], timeout: float | None) -> dict[str, Any]:
@@ -97,14 +139,9 @@ def jobs_list(
     params: dict[str, Any] = {"project": project, "name": name, "limit": limit}
     if status:
         params["status"] = [s.upper() for s in status]
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = call(client.get, "/v1/jobs", **params, cursor=cursor)
-        items += page["items"]
-        cursor = page["next_cursor"]
-        if not all_pages or not cursor:
-            break
+    fetched = list(pages(client, "/v1/jobs", params, all_pages=all_pages))
+    items = [job for page in fetched for job in page["items"]]
+    cursor = fetched[-1]["next_cursor"]
     if as_json:
         typer.echo(json.dumps(items, indent=2))
     else:
@@ -211,3 +248,16 @@ def jobs_checkpoints(
         typer.echo(json.dumps(listing, indent=2))
     else:
         print_checkpoints(listing)
+
+
+@jobs_app.command("compare")
+def jobs_compare(
+    job_ids: Annotated[list[str], typer.Argument(help="Two or more job ids.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show how jobs' specs differ and their final metrics, side by side."""
+    comparison = call(State.client().get, "/v1/jobs/compare", ids=",".join(job_ids))
+    if as_json:
+        typer.echo(json.dumps(comparison, indent=2))
+    else:
+        print_comparison(comparison)

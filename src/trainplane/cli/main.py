@@ -11,6 +11,7 @@ from trainplane.cli import jobs, servers
 from trainplane.cli.client import DEFAULT_URL
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
+from trainplane.cli.models import models_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Multi-GPU training jobs on Ray."
@@ -23,6 +24,7 @@ app.add_typer(servers.db_app, name="db")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(projects_app, name="projects")
+app.add_typer(models_app, name="models")
 
 
 @app.callback()

@@ -60,8 +60,32 @@ def print_job(job: dict[str, Any]) -> None:
             f"{'attempt ' + str(attempt['number']) + ':':14}{attempt['status']} on "
             f"{attempt['cluster'] or '-'}{code} {attempt['reason']}".rstrip()
         )
+    if job.get("latest_metrics"):
+        shown = " ".join(f"{k}={_number(v)}" for k, v in sorted(job["latest_metrics"].items()))
+        typer.echo(f"{'metrics:':14}{shown}")
+    tracking = job.get("tracking")
+    if tracking:
+        typer.echo(f"{'mlflow:':14}{describe_tracking(tracking)}")
+        if tracking.get("error"):
+            typer.echo(f"{'':14}last error ({_when(tracking['error_at'])}): {tracking['error']}")
+    if job.get("registered_model"):
+        typer.echo(f"{'model:':14}{describe_model(job['registered_model'])}")
     typer.echo("spec:")
     typer.echo(json.dumps(job["spec"], indent=2))
+
+
+def describe_tracking(tracking: dict[str, Any]) -> str:
+    where = f"experiment {tracking['experiment']}"
+    if tracking.get("run_id"):
+        where += f", run {tracking['run_id']}"
+    if tracking.get("run_url"):
+        where += f" ({tracking['run_url']})"
+    return f"{tracking['status']}: {where}"
+
+
+def describe_model(model: dict[str, Any]) -> str:
+    alias = f" alias {model['alias']}" if model.get("alias") else ""
+    return f"{model['name']} version {model['version']}{alias} ({model['uri']})"
 
 
 def print_events(events: list[dict[str, Any]]) -> None:
@@ -133,4 +157,63 @@ def print_checkpoints(listing: dict[str, Any]) -> None:
             for c in listing["checkpoints"]
         ],
         ["STEP", "CREATED", "SIZE", "WORKERS", "METRICS", "URI"],
+    )
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float):
+        return _number(value)
+    return "-" if value is None else (value if isinstance(value, str) else json.dumps(value))
+
+
+def print_comparison(comparison: dict[str, Any]) -> None:
+    jobs = comparison["jobs"]
+    header = ["", *(j["id"] for j in jobs)]
+    rows = [
+        ["name", *(j["name"] for j in jobs)],
+        ["status", *(j["status"] for j in jobs)],
+        ["gpu-hours", *(_number(j["gpu_hours"]) for j in jobs)],
+        ["mlflow run", *(j["run_id"] or "-" for j in jobs)],
+    ]
+    _table(rows, header)
+    typer.echo()
+    if comparison["spec_differences"]:
+        _table(
+            [
+                [d["field"], *(_value(v) for v in d["values"])]
+                for d in comparison["spec_differences"]
+            ],
+            ["SPEC FIELD", *("" for _ in jobs)],
+        )
+    else:
+        typer.echo("the specs are the same")
+    typer.echo()
+    if comparison["metrics"]:
+        _table(
+            [[m["name"], *(_number(v) for v in m["values"])] for m in comparison["metrics"]],
+            ["FINAL METRIC", *("" for _ in jobs)],
+        )
+    else:
+        typer.echo("no metrics reported")
+
+
+def print_models(models: list[dict[str, Any]]) -> None:
+    if not models:
+        typer.echo("no registered models")
+        return
+    _table(
+        [
+            [
+                model["name"],
+                version["version"],
+                ",".join(version["aliases"]) or "-",
+                version["status"] or "-",
+                version["job"]["job_id"] if version["job"] else "-",
+                version["job"]["project"] if version["job"] else "-",
+                _when(version["created_at"]),
+            ]
+            for model in models
+            for version in model["versions"]
+        ],
+        ["MODEL", "VERSION", "ALIASES", "STATUS", "JOB", "PROJECT", "CREATED"],
     )

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, MetaData
+from sqlalchemy import JSON, ColumnElement, DateTime, MetaData, bindparam
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator
 
 # Named constraints make migrations reproducible: without names, Postgres and
@@ -51,6 +53,30 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 # JSONB on Postgres (indexable, compact), plain JSON text elsewhere.
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+
+
+class json_merge(FunctionElement[Any]):
+    """``column`` with the keys of ``patch`` set over its own, in the database
+    (a NULL column counts as ``{}``): one statement, no read-modify-write."""
+
+    type = JSONDocument
+    inherit_cache = True
+
+    def __init__(self, column: ColumnElement[Any], patch: dict[str, Any]) -> None:
+        super().__init__(column, bindparam(None, patch, type_=JSONDocument))
+
+
+@compiles(json_merge, "postgresql")
+def _json_merge_postgresql(element: json_merge, compiler: Any, **kw: Any) -> str:
+    column, patch = (compiler.process(c, **kw) for c in element.clauses)
+    # A JSON null (not SQL NULL) counts as {} too: null || {...} would be an array.
+    return f"(coalesce(nullif({column}, 'null'::jsonb), '{{}}'::jsonb) || {patch})"
+
+
+@compiles(json_merge, "sqlite")
+def _json_merge_sqlite(element: json_merge, compiler: Any, **kw: Any) -> str:
+    column, patch = (compiler.process(c, **kw) for c in element.clauses)
+    return f"json_patch(coalesce({column}, '{{}}'), {patch})"
 
 
 def utcnow() -> datetime:

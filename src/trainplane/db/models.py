@@ -1,5 +1,5 @@
-"""ORM models: projects, jobs, job attempts, job events, job metrics, clusters
-and server secrets.
+"""ORM models: projects, jobs, job attempts, job events, job metrics, the
+MLflow tracking state of jobs, clusters and server secrets.
 
 A job keeps its full validated spec as a JSON document; the columns next to it
 repeat the few fields that queries filter or order by (status, project, name,
@@ -145,6 +145,9 @@ class JobAttempt(Base):
     total_steps: Mapped[int | None] = mapped_column(Integer)
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_progress_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The last value of each metric the attempt reported ({name: value}),
+    # merged into on every report: final metrics without scanning the points.
+    latest_metrics: Mapped[dict[str, float] | None] = mapped_column(JSONDocument)
 
 
 class JobEvent(Base):
@@ -185,6 +188,41 @@ class JobMetric(Base):
     step: Mapped[int] = mapped_column(Integer)
     recorded_at: Mapped[datetime] = mapped_column(UTCDateTime)
     values: Mapped[dict[str, float]] = mapped_column(JSONDocument)
+
+
+class JobTracking(Base):
+    """A job's MLflow run, and how far the job has been written to it.
+
+    Created when a job is first placed. The tracking loop claims rows under a
+    lease (like attempts), writes to MLflow with no transaction open, and
+    applies the result only while its token holds. ``lease_expires_at``
+    doubles as "look again at"; ``finished_at`` is set once the run is closed,
+    every metric point is in it and the model (if any) is registered.
+    """
+
+    __tablename__ = "job_tracking"
+    __table_args__ = (
+        Index("ix_job_tracking_finished_at_lease_expires_at", "finished_at", "lease_expires_at"),
+    )
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    experiment_id: Mapped[str | None] = mapped_column(String(64))
+    run_id: Mapped[str | None] = mapped_column(String(64))
+    run_url: Mapped[str | None] = mapped_column(Text)
+    # job_metrics.id of the last point written to the run.
+    synced_metric_id: Mapped[int] = mapped_column(BigInteger, default=0)
+    # What the run's attempt tags last described (see tracking.run_data).
+    synced_attempts: Mapped[str] = mapped_column(String(255), default="")
+    model_name: Mapped[str | None] = mapped_column(String(256))
+    model_version: Mapped[str | None] = mapped_column(String(32))
+    # The last failure to write to MLflow; cleared by the next success.
+    error: Mapped[str | None] = mapped_column(Text)
+    error_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    lease_token: Mapped[str | None] = mapped_column(String(32))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Cluster(Base):

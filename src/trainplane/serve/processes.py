@@ -17,6 +17,7 @@ from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.db.locks import SchedulerFileLock
 from trainplane.scheduler.loop import Scheduler
+from trainplane.scheduler.tracking import TrackingLoop
 
 log = logging.getLogger("trainplane")
 
@@ -41,8 +42,9 @@ def prepare_database(settings: Settings) -> None:
 
 @contextmanager
 def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
-    """A scheduler loop in a background thread, stopped on exit. On SQLite only
-    one scheduler may run per database; a file lock enforces it."""
+    """A scheduler loop and the MLflow tracking loop in background threads,
+    stopped on exit. On SQLite only one scheduler may run per database; a file
+    lock enforces it."""
     lock = None
     if settings.is_sqlite:
         database = Path(settings.resolved_database_url.removeprefix("sqlite:///"))
@@ -53,12 +55,19 @@ def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
                 "scheduler (or use PostgreSQL for several)"
             )
     engine = engine_from_settings(settings)
-    scheduler = Scheduler(settings, session_factory(engine))
+    sessions = session_factory(engine)
+    scheduler = Scheduler(settings, sessions)
+    tracking = TrackingLoop(settings, sessions) if settings.tracking_enabled else None
     scheduler.start()
+    if tracking is not None:
+        log.info("tracking jobs in MLflow at %s", settings.resolved_tracking_uri)
+        tracking.start()
     try:
         yield scheduler
     finally:
         scheduler.stop()
+        if tracking is not None:
+            tracking.stop()
         engine.dispose()
         if lock is not None:
             lock.release()

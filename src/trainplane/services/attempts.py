@@ -12,12 +12,11 @@ applied the token is cleared and the attempt is due again a poll interval later.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt
@@ -25,6 +24,7 @@ from trainplane.errors import StaleStateError
 from trainplane.jobs.durations import format_duration, parse_duration
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
+from trainplane.services.leases import claim_due
 from trainplane.services.status import set_status
 
 A = AttemptStatus
@@ -104,27 +104,18 @@ class Applied:
 def claim_attempts(
     session: Session, now: datetime, *, lease_seconds: float, limit: int
 ) -> list[AttemptWork]:
-    token = uuid.uuid4().hex
     live = [s.value for s in LIVE_ATTEMPT_STATUSES]
     with session.begin():
-        due = (
-            select(JobAttempt.id)
-            .where(
-                JobAttempt.status.in_(live),
-                or_(JobAttempt.lease_expires_at.is_(None), JobAttempt.lease_expires_at <= now),
-            )
-            .order_by(JobAttempt.lease_expires_at.is_not(None), JobAttempt.lease_expires_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
+        token, ids = claim_due(
+            session,
+            JobAttempt.id,
+            JobAttempt.status.in_(live),
+            now,
+            lease_seconds=lease_seconds,
+            limit=limit,
         )
-        ids = list(session.scalars(due))
         if not ids:
             return []
-        session.execute(
-            update(JobAttempt)
-            .where(JobAttempt.id.in_(ids))
-            .values(lease_token=token, lease_expires_at=now + timedelta(seconds=lease_seconds))
-        )
         rows = session.execute(
             select(JobAttempt, Job, Cluster)
             .join(Job, Job.id == JobAttempt.job_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from trainplane import wakeup
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, Project
+from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.placement import Demand, never_fits_reason
@@ -211,6 +211,21 @@ class JobDetail:
     job: Job
     attempts: list[AttemptRow]
     queue: QueueView | None  # for QUEUED jobs: position and why it waits
+    tracking: JobTracking | None = None  # its MLflow run, once it was placed
+
+    @property
+    def latest_metrics(self) -> dict[str, float]:
+        """The last reported value of each metric, over all attempts."""
+        return merged_metrics(row.attempt for row in self.attempts)
+
+
+def merged_metrics(attempts: Iterable[JobAttempt]) -> dict[str, float]:
+    """Attempts' latest metrics merged in attempt order: a later attempt's
+    value wins, a metric only an earlier attempt reported is kept."""
+    merged: dict[str, float] = {}
+    for attempt in sorted(attempts, key=lambda a: a.number):
+        merged.update(attempt.latest_metrics or {})
+    return merged
 
 
 def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
@@ -225,7 +240,8 @@ def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
                 .order_by(JobAttempt.number)
             )
         ]
-        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id))
+        tracking = session.get(JobTracking, job_id)
+        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id), tracking)
 
 
 @dataclass(frozen=True)

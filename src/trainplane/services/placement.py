@@ -21,6 +21,7 @@ from trainplane.jobs.placement import ClusterState, Demand, plan
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
 from trainplane.services.status import set_status_many
+from trainplane.services.tracking import start_tracking
 
 SCHEDULER_ACTOR = "scheduler"
 
@@ -111,4 +112,6 @@ def _start_attempts(
     ]
     if attempts:
         session.execute(insert(JobAttempt.__table__), attempts)
+        # Each job's MLflow run is created by the tracking loop once it starts.
+        start_tracking(session, (a["job_id"] for a in attempts), now)
     return [(a["job_id"], a["id"]) for a in attempts]

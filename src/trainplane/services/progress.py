@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Row, case, insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from trainplane.db.base import utcnow
+from trainplane.db.base import json_merge, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import JobAttempt, JobMetric
 from trainplane.errors import ConflictError, NotFoundError
@@ -89,6 +89,9 @@ def record_progress(
         )
     if report.total_steps is not None:
         values["total_steps"] = report.total_steps
+    latest = latest_values(report)
+    if latest:
+        values["latest_metrics"] = json_merge(JobAttempt.latest_metrics, latest)
     with session.begin():
         # One statement checks that the attempt is live and records the report,
         # so a report racing the attempt's end is either in before it or refused.
@@ -120,6 +123,15 @@ def record_progress(
                     for point in report.points
                 ],
             )
+
+
+def latest_values(report: ProgressReport) -> dict[str, float]:
+    """The last value of each metric in the report's points (they are in the
+    order the runtime recorded them)."""
+    latest: dict[str, float] = {}
+    for point in report.points:
+        latest.update(point.metrics)
+    return latest
 
 
 def _refuse(session: Session, job_id: str, attempt_id: str) -> None:

@@ -1,4 +1,6 @@
-"""A real ``trainplane server`` process on 127.0.0.1, stopped by PID."""
+"""Real server processes on 127.0.0.1 for tests and benchmarks, each in a
+process group of its own and stopped by PID: ``trainplane server``, and the
+shape they share (``ServiceProcess``)."""
 
 from __future__ import annotations
 
@@ -8,49 +10,35 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 
 import httpx
 
 from trainplane.net import free_port
 
 
-class ServerProcess:
+class ServiceProcess:
+    """A command that serves HTTP, up once ``ready_path`` answers 200."""
+
+    name = "service"
+    ready_path = "/healthz"
+
     def __init__(
-        self,
-        env: dict[str, str],
-        *,
-        workers: int = 1,
-        log_path: Path | None = None,
-        log_level: str = "warning",
-        args: tuple[str, ...] = (),
-        port: int | None = None,
-    ):
-        self.args = args
-        self.log_level = log_level
+        self, env: dict[str, str], *, log_path: Path | None = None, port: int | None = None
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **env}
-        self.workers = workers
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60) -> ServerProcess:
-        trainplane = Path(sys.executable).with_name("trainplane")
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 60) -> Self:
         log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
-            [
-                str(trainplane),
-                "server",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-                "--log-level",
-                self.log_level,
-                *self.args,
-            ],
+            self.command(),
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -59,20 +47,20 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"trainplane server exited with {self.process.returncode}")
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}{self.ready_path}", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"trainplane server not ready after {timeout}s")
+        raise RuntimeError(f"{self.name} not ready after {timeout}s")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
-        # The server runs in its own process group, so its workers stop with it.
+        # Its own process group: its workers stop with it.
         os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=15)
@@ -86,8 +74,45 @@ class ServerProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ServerProcess(ServiceProcess):
+    """``trainplane server``, ready when ``/readyz`` says so."""
+
+    name = "trainplane server"
+    ready_path = "/readyz"
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        workers: int = 1,
+        log_path: Path | None = None,
+        log_level: str = "warning",
+        args: tuple[str, ...] = (),
+        port: int | None = None,
+    ):
+        super().__init__(env, log_path=log_path, port=port)
+        self.args = args
+        self.log_level = log_level
+        self.workers = workers
+
+    def command(self) -> list[str]:
+        return [
+            str(Path(sys.executable).with_name("trainplane")),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--log-level",
+            self.log_level,
+            *self.args,
+        ]

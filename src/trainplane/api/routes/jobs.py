@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from trainplane.api.deps import CallerDep, SessionDep
+from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
 from trainplane.api.problems import PROBLEM_RESPONSES
 from trainplane.api.schemas import (
     EventList,
@@ -17,8 +17,10 @@ from trainplane.api.schemas import (
     JobSummary,
     json_response,
 )
+from trainplane.api.tracking_schemas import ComparisonOut
 from trainplane.jobs.spec import JobName, JobSpec, ProjectName
 from trainplane.jobs.states import JobStatus
+from trainplane.services import compare as compare_service
 from trainplane.services import jobs as job_service
 from trainplane.services import logs as log_service
 from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
@@ -43,16 +45,20 @@ def submit_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as in DESIGN.md.")],
     session: SessionDep,
     caller: CallerDep,
+    settings: SettingsDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     submission = job_service.submit_job(session, caller, spec, idempotency_key=idempotency_key)
     headers = {"Location": f"/v1/jobs/{submission.job.id}"}
     if not submission.created:
         headers["Idempotent-Replayed"] = "true"
+    tracking = settings.tracking_enabled
     return json_response(
-        JobOut.from_new(submission.job)
+        JobOut.from_new(submission.job, tracking_enabled=tracking)
         if submission.created
-        else JobOut.from_detail(job_service.get_job(session, caller, submission.job.id)),
+        else JobOut.from_detail(
+            job_service.get_job(session, caller, submission.job.id), tracking_enabled=tracking
+        ),
         201 if submission.created else 200,
         headers,
     )
@@ -78,14 +84,37 @@ def list_jobs(
     )
 
 
+# Before /{job_id}, which would take "compare" for an id.
+@router.get("/compare", response_model=ComparisonOut)
+def compare_jobs(
+    session: SessionDep,
+    caller: CallerDep,
+    ids: Annotated[
+        str,
+        Query(
+            max_length=2000,
+            description=f"{compare_service.MIN_JOBS} to {compare_service.MAX_JOBS} job ids, "
+            "comma-separated.",
+        ),
+    ],
+) -> Response:
+    """The jobs' differing spec fields and final metrics, side by side."""
+    comparison = compare_service.compare_jobs(session, caller, compare_service.parse_ids(ids))
+    return json_response(ComparisonOut.from_comparison(comparison))
+
+
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
-    return json_response(JobOut.from_detail(job_service.get_job(session, caller, job_id)))
+def get_job(job_id: str, session: SessionDep, caller: CallerDep, settings: SettingsDep) -> Response:
+    detail = job_service.get_job(session, caller, job_id)
+    return json_response(JobOut.from_detail(detail, tracking_enabled=settings.tracking_enabled))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
-    return json_response(JobOut.from_detail(job_service.cancel_job(session, caller, job_id)))
+def cancel_job(
+    job_id: str, session: SessionDep, caller: CallerDep, settings: SettingsDep
+) -> Response:
+    detail = job_service.cancel_job(session, caller, job_id)
+    return json_response(JobOut.from_detail(detail, tracking_enabled=settings.tracking_enabled))
 
 
 @router.get("/{job_id}/events", response_model=EventList)

@@ -1,0 +1,242 @@
+"""The tracking loop: keeps every job's MLflow run up with the job.
+
+A pass claims due ``job_tracking`` rows (``services.tracking``), and for each
+job, with no transaction open: creates its run on first sight (finding the one
+an interrupted pass created, by its job id tag), writes the metric points
+reported since the last pass and the attempts' tags, and once the job has
+ended and every point is in, registers its model (on success) and closes the
+run. What got done is applied while the lease holds; a failure is recorded on
+the job and the pass is tried again later. Nothing here ever fails a job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from trainplane import __version__
+from trainplane.config import Settings
+from trainplane.db.base import utcnow
+from trainplane.jobs.states import JobStatus
+from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours
+from trainplane.services import tracking as tracking_service
+from trainplane.services.tracking import SyncResult, TrackingWork
+from trainplane.storage.backends import StorageError
+from trainplane.tracking.client import MetricValue, MlflowTracking, TrackingError, tracking_config
+from trainplane.tracking.registry import ModelUnavailable, Registration, register
+from trainplane.tracking.run_data import (
+    RUN_STATUS,
+    TAG,
+    attempt_tags,
+    attempts_signature,
+    experiment_name,
+    key,
+    run_params,
+    run_tags,
+)
+
+log = logging.getLogger(__name__)
+
+BATCH = 32  # jobs claimed per pass
+THREADS = 4  # jobs written to MLflow at once
+POINTS_PER_PASS = 5000
+LEASE_SECONDS = 120.0  # longer than a pass that uploads a model
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def sync(
+    work: TrackingWork, mlflow: MlflowTracking, now: datetime, *, api_url: str | None
+) -> SyncResult:
+    """One pass over one job. Never raises for MLflow's or the storage's
+    failures: they come back as ``error``, with whatever got done before."""
+    result = SyncResult()
+    job_url = f"{api_url.rstrip('/')}/v1/jobs/{work.job_id}" if api_url else None
+    try:
+        run_id = work.run_id or _open_run(work, mlflow, result, job_url)
+        if work.points:
+            metrics = [
+                MetricValue(key(name), value, _ms(point.recorded_at), point.step)
+                for point in work.points
+                for name, value in point.values.items()
+            ]
+            mlflow.log(run_id, metrics=metrics)
+            result.synced_metric_id = work.points[-1].id
+        signature = attempts_signature(work.attempts)
+        if signature != work.synced_attempts:
+            mlflow.log(run_id, tags=attempt_tags(work.attempts))
+            result.synced_attempts = signature
+        if work.can_finish:
+            _finish(work, mlflow, run_id, result, now, job_url)
+    except (TrackingError, StorageError) as exc:
+        result.error = str(exc)
+    return result
+
+
+def _open_run(
+    work: TrackingWork, mlflow: MlflowTracking, result: SyncResult, job_url: str | None
+) -> str:
+    experiment_id = work.experiment_id or mlflow.experiment(
+        experiment_name(work.spec, work.project)
+    )
+    run_id = mlflow.find_run(experiment_id, work.job_id)
+    if run_id is None:
+        started = work.attempts[0].created_at if work.attempts else work.created_at
+        tags = run_tags(
+            job_id=work.job_id,
+            project=work.project,
+            kind=work.kind,
+            submitted_by=work.submitted_by,
+            spec=work.spec,
+            version=__version__,
+            job_url=job_url,
+        )
+        run_id = mlflow.create_run(
+            experiment_id, name=work.name, start_time_ms=_ms(started), tags=tags
+        )
+    mlflow.log(run_id, params=run_params(work.spec, work.attempts))
+    mlflow.log_document(run_id, json.dumps(work.spec, indent=2), "trainplane/spec.json")
+    result.experiment_id, result.run_id = experiment_id, run_id
+    result.run_url = mlflow.run_url(experiment_id, run_id)
+    return run_id
+
+
+def _finish(
+    work: TrackingWork,
+    mlflow: MlflowTracking,
+    run_id: str,
+    result: SyncResult,
+    now: datetime,
+    job_url: str | None,
+) -> None:
+    wanted = work.spec.get("register_model")
+    unavailable = None
+    if wanted and work.status is JobStatus.SUCCEEDED and work.model_version is None:
+        registration = Registration(
+            name=wanted["name"],
+            alias=wanted.get("alias"),
+            run_id=run_id,
+            model_root=work.model_root,
+            job_id=work.job_id,
+            project=work.project,
+            job_url=job_url,
+        )
+        try:
+            result.model_version = register(mlflow, registration)
+            result.model_name = registration.name
+        except ModelUnavailable as exc:
+            unavailable = str(exc)  # the run still closes; the job shows why
+    end = work.finished_at or now
+    spans = [
+        AttemptSpan(a.gpus, a.started_at, a.finished_at, a.price_per_gpu_hour)
+        for a in work.attempts
+    ]
+    mlflow.log(
+        run_id,
+        metrics=[
+            MetricValue(f"{TAG}gpu_hours", gpu_hours(spans, end), _ms(end), 0),
+            MetricValue(f"{TAG}cost", cost(spans, end), _ms(end), 0),
+        ],
+        tags={**attempt_tags(work.attempts), f"{TAG}status": work.status.value},
+    )
+    events = "".join(
+        json.dumps(
+            {
+                "time": e.created_at.isoformat(),
+                "from": e.from_status,
+                "to": e.to_status,
+                "reason": e.reason,
+                "actor": e.actor,
+            }
+        )
+        + "\n"
+        for e in work.events
+    )
+    mlflow.log_document(run_id, events, "trainplane/events.jsonl")
+    mlflow.finish(run_id, RUN_STATUS[work.status], _ms(end))
+    result.finished = True
+    result.synced_attempts = attempts_signature(work.attempts)
+    result.error = unavailable
+
+
+class TrackingLoop:
+    """Runs passes in a background thread until stopped."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.mlflow = MlflowTracking(tracking_config(settings))
+        self.pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="trainplane-mlflow")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> int:
+        """One pass; returns how many jobs it looked at."""
+        settings = self.settings
+        with self.sessions() as session:
+            works = tracking_service.claim_tracking(
+                session,
+                utcnow(),
+                lease_seconds=LEASE_SECONDS,
+                limit=BATCH,
+                points_per_pass=POINTS_PER_PASS,
+                default_storage=settings.resolved_checkpoint_storage,
+            )
+        futures = [
+            self.pool.submit(sync, work, self.mlflow, utcnow(), api_url=settings.advertise_url)
+            for work in works
+        ]
+        for work, future in zip(works, futures, strict=True):
+            try:
+                result = future.result()
+            except Exception as exc:  # a bug for one job must not stop the others
+                log.exception("tracking job %s failed", work.job_id)
+                result = SyncResult(error=f"internal error: {type(exc).__name__}: {exc}")
+            if result.error:
+                log.warning("tracking job %s: %s", work.job_id, result.error)
+            with self.sessions() as session:
+                applied = tracking_service.apply_sync(
+                    session,
+                    work,
+                    result,
+                    utcnow(),
+                    interval_seconds=settings.tracking_interval_seconds,
+                    max_backoff_seconds=settings.tracking_max_backoff_seconds,
+                )
+            if not applied:
+                log.warning("lease on the tracking of job %s was lost", work.job_id)
+            elif result.model_version:
+                log.info(
+                    "job %s: registered %s version %s",
+                    work.job_id,
+                    result.model_name,
+                    result.model_version,
+                )
+        return len(works)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="trainplane-tracking", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        period = min(1.0, self.settings.tracking_interval_seconds)
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                # The database may be restarting; the next pass tries again.
+                log.exception("tracking pass failed")
+            self._stop.wait(period)
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,90 @@
+"""Registering a job's exported model: log it to the job's run as the
+artifact ``model`` and make it a version of ``register_model.name``.
+
+Idempotent, because a tracking pass may be cut short anywhere and run again: a
+version made from the run already is found and reused, so a job never gets two
+versions, however often its finish is retried.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainplane.storage import models as layout
+from trainplane.storage.backends import LocalStorage, StorageError, open_storage
+from trainplane.tracking.client import MlflowTracking
+
+ARTIFACT_PATH = "model"
+
+
+class ModelUnavailable(Exception):
+    """The job has no complete exported model to register; retrying will not help."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    name: str
+    alias: str | None
+    run_id: str
+    model_root: str  # the job's model folder (trainplane.storage.models)
+    job_id: str
+    project: str
+    job_url: str | None
+
+
+def register(mlflow: MlflowTracking, registration: Registration) -> str:
+    """The model version made from the job's run; created if need be."""
+    r = registration
+    version = mlflow.version_of_run(r.name, r.run_id)
+    if version is None:
+        _log_model(mlflow, r)
+        link = f" ({r.job_url})" if r.job_url else ""
+        version = mlflow.create_version(
+            r.name,
+            source=f"runs:/{r.run_id}/{ARTIFACT_PATH}",
+            run_id=r.run_id,
+            tags={"trainplane.job_id": r.job_id, "trainplane.project": r.project},
+            description=f"Trained by trainplane job {r.job_id}{link}.",
+        )
+    if r.alias:
+        mlflow.set_alias(r.name, r.alias, version)
+    return version
+
+
+def _log_model(mlflow: MlflowTracking, r: Registration) -> None:
+    try:
+        storage = open_storage(r.model_root)
+        manifest, problem = layout.read_manifest(storage)
+    except (StorageError, OSError, ImportError) as exc:
+        # The storage may come back: not a reason to give up on the model.
+        raise StorageError(f"cannot read the exported model at {r.model_root}: {exc}") from exc
+    if manifest is None:
+        raise ModelUnavailable(f"nothing registered: {problem}")
+    scratch = Path(tempfile.mkdtemp(prefix="trainplane-model-"))
+    try:
+        if isinstance(storage, LocalStorage):
+            folder = storage.local_folder(layout.MLFLOW_FOLDER)
+        else:
+            folder = scratch / layout.MLFLOW_FOLDER
+            storage.get_tree(layout.MLFLOW_FOLDER, folder)
+        mlflow.log_folder(r.run_id, str(folder), ARTIFACT_PATH)
+        # The MLmodel file names the run it belongs to, as a logged model's does.
+        mlmodel = _with_run(folder / "MLmodel", scratch, r.run_id)
+        mlflow.log_file(r.run_id, str(mlmodel), ARTIFACT_PATH)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _with_run(mlmodel: Path, scratch: Path, run_id: str) -> Path:
+    import yaml
+
+    document = yaml.safe_load(mlmodel.read_text()) or {}
+    document["run_id"] = run_id
+    document["artifact_path"] = ARTIFACT_PATH
+    patched = scratch / "patched" / "MLmodel"
+    patched.parent.mkdir(parents=True, exist_ok=True)
+    patched.write_text(yaml.safe_dump(document, sort_keys=False))
+    return patched
