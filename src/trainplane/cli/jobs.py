@@ -117,7 +117,8 @@ def _wait_for(client: ApiClient, job: dict[str, Any], timeout: float | None) -> 
             raise fail(f"gave up waiting after {timeout:g}s; job {job['id']} is {job['status']}")
         time.sleep(1.0)
         job = call(client.get, f"/v1/jobs/{job['id']}")
-        if (job["status"], job["reason"]) != seen:
+        # The end is reported once, with the run and model, by _report_end.
+        if (job["status"], job["reason"]) != seen and job["status"] not in TERMINAL:
             seen = (job["status"], job["reason"])
             say(f"job {job['id']} {job['status']}: {job['reason']}")
     return job

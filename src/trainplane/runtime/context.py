@@ -113,6 +113,7 @@ class TrainContext:
             else None
         )
         self._last_metrics: dict[str, float] = {}
+        self._exported_at: int | None = None
         self._policy_step = 0
         self._last_report: tuple[float, int] | None = None
         self._last_log = 0.0
@@ -335,8 +336,9 @@ class TrainContext:
 
     def export_model(self) -> str | None:
         """Export the prepared model for ``register_model``; returns the model
-        folder's URI, or None when the job registers no model. Called by
-        trainplane when the train function returns; collective."""
+        folder's URI, or None when the job registers no model. trainplane
+        calls it when the train function returns (a second call at the same
+        step does nothing); collective."""
         if self._export is None:
             return None
         if self._runner is None:
@@ -344,7 +346,10 @@ class TrainContext:
                 "register_model is set, but the train function never called "
                 "ctx.prepare(model, optimizer): there is no model to register"
             )
-        return self._export.export(self._runner, step=self.global_step, metrics=self._last_metrics)
+        if self._exported_at != self.global_step:
+            self._export.export(self._runner, step=self.global_step, metrics=self._last_metrics)
+            self._exported_at = self.global_step
+        return self._export.root
 
     def close(self) -> None:
         if self._reporter is not None:

@@ -137,10 +137,9 @@ class ModelExport:
         self.example = tuple(_sample(a) for a in args)
 
     # --- at the end ------------------------------------------------------------------
-    def export(self, runner: Any, *, step: int, metrics: dict[str, float]) -> str:
-        """Gather the model, write it as an MLflow model and its manifest;
-        returns the model folder's URI. Raises ModelExportError on every rank
-        if any part failed."""
+    def export(self, runner: Any, *, step: int, metrics: dict[str, float]) -> None:
+        """Gather the model, write it as an MLflow model and its manifest.
+        Raises ModelExportError on every rank if any part failed."""
         state = runner.full_state_dict()
         error = None
         if self.rank == 0:
@@ -151,7 +150,6 @@ class ModelExport:
         error = broadcast(error)
         if error:
             raise ModelExportError(f"the trained model was not exported: {error}")
-        return self.root
 
     def _write(self, state: dict[str, torch.Tensor] | None, *, step: int, metrics: Any) -> None:
         if self.problem:

@@ -23,12 +23,12 @@ T = TypeVar("T")
 # One log_batch call takes at most 1000 metrics and 100 params or tags.
 METRICS_PER_CALL = 1000
 PARAMS_PER_CALL = 100
-# The client's own retries would block a tracking pass for minutes while the
-# server is down; trainplane retries whole passes with its own backoff.
+# The client's own retries (7, doubling from 2 s) would block a tracking pass
+# for minutes while the server is down; trainplane retries whole passes with
+# its own backoff. The request timeout stays MLflow's: model uploads are long.
 CLIENT_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")
 
