@@ -21,6 +21,9 @@ FAST = {
     "scheduler_lease_seconds": 3.0,
     "cluster_probe_seconds": 1.0,
     "cluster_lost_after_seconds": 3.0,
+    # Tracking has tests of its own (tests/tracking); here it would only add
+    # an MLflow store per test.
+    "tracking_enabled": False,
 }
 
 

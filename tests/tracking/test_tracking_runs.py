@@ -137,6 +137,14 @@ def test_a_ddp_job_is_a_run_and_registers_a_model_that_loads_as_trained(
     version = client.get_model_version_by_alias("mlp-ddp", "candidate")
     assert version.run_id == run.info.run_id and version.tags["trainplane.job_id"] == job_id
 
+    cli = CliRunner()
+    listed = cli.invoke(app, ["--url", service.url, "models", "list"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = [line.split() for line in listed.stdout.splitlines() if line.startswith("mlp-ddp ")]
+    assert row[:5] == ["mlp-ddp", "1", "candidate", "READY", job_id]
+    shown = cli.invoke(app, ["--url", service.url, "jobs", "get", job_id]).stdout
+    assert f"run {run.info.run_id}" in shown and "mlp-ddp version 1 alias candidate" in shown
+
     loaded = mlflow.pytorch.load_model("models:/mlp-ddp@candidate")
     step_folder = Path(last_checkpoint(service, job_id))
     trained = checkpoint_model(torch.load(step_folder / "model.pt", weights_only=True))
