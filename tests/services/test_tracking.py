@@ -89,3 +89,14 @@ def test_finished_rows_are_never_claimed(session):
     svc.apply_sync(session, work, svc.SyncResult(finished=True), utcnow(), interval_seconds=0)
     assert _row(session, job_id).finished_at is not None
     assert _claim(session, utcnow() + timedelta(days=1)) == []
+
+
+def test_a_lease_is_renewed_only_by_the_pass_that_holds_it(session):
+    job_id = _tracked_job(session)
+    (first,) = _claim(session)
+    later = utcnow() + timedelta(minutes=10)
+    assert svc.renew_lease(session, first, later)
+    assert _row(session, job_id).lease_expires_at == later
+    (second,) = _claim(session, later + timedelta(seconds=1))  # the first pass stalled
+    assert not svc.renew_lease(session, first, later + timedelta(minutes=10))
+    assert svc.renew_lease(session, second, later + timedelta(minutes=10))

@@ -4,7 +4,9 @@ written to the database the way the scheduler and runtimes write them."""
 
 from __future__ import annotations
 
+import functools
 import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -13,10 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests.tracking.conftest import Jobs
 from trainplane.config import Settings
+from trainplane.db.base import utcnow
 from trainplane.db.models import JobTracking
 from trainplane.jobs.states import JobStatus
 from trainplane.net import free_port
-from trainplane.scheduler.tracking import TrackingLoop
+from trainplane.scheduler.tracking import LEASE_SECONDS, LeaseKeeper, TrackingLoop, sync
+from trainplane.services import tracking as tracking_service
+from trainplane.tracking.client import MlflowTracking, tracking_config
 
 pytestmark = pytest.mark.usefixtures("one_rank_group")
 
@@ -180,3 +185,46 @@ def test_points_wait_in_the_database_while_mlflow_is_unreachable(
     history = mlflow_client.get_metric_history(row.run_id, "loss")
     assert [m.step for m in history] == list(range(1, 21))
     assert row.model_version == "1"
+
+
+def test_a_pass_that_lost_its_lease_while_uploading_registers_nothing(
+    jobs: Jobs, sessions, tracking_settings, mlflow_client
+):
+    job_id, _ = jobs.running()
+    jobs.export(job_id)
+    jobs.end(job_id, JobStatus.SUCCEEDED)
+    mlflow = MlflowTracking(tracking_config(tracking_settings))
+    with sessions() as session:
+        (stalled,) = claim(session, utcnow(), tracking_settings)
+        # Its lease runs out before it gets to the registry: another takes over.
+        (current,) = claim(
+            session, utcnow() + timedelta(seconds=LEASE_SECONDS + 1), tracking_settings
+        )
+    result = sync(
+        stalled,
+        mlflow,
+        utcnow(),
+        api_url=None,
+        keep_lease=functools.partial(LeaseKeeper, sessions, stalled),
+    )
+    assert "lost the job's lease" in result.error and result.model_version is None
+    assert mlflow_client.search_model_versions(f"name = '{jobs.model}'") == []
+    taken = sync(
+        current,
+        mlflow,
+        utcnow(),
+        api_url=None,
+        keep_lease=functools.partial(LeaseKeeper, sessions, current),
+    )
+    assert taken.error is None and taken.model_version == "1" and taken.finished
+
+
+def claim(session: Session, now, settings: Settings):
+    return tracking_service.claim_tracking(
+        session,
+        now,
+        lease_seconds=LEASE_SECONDS,
+        limit=10,
+        points_per_pass=100,
+        default_storage=settings.resolved_checkpoint_storage,
+    )

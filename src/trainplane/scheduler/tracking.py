@@ -11,11 +11,13 @@ the job and the pass is tried again later. Nothing here ever fails a job.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -45,15 +47,54 @@ log = logging.getLogger(__name__)
 BATCH = 32  # jobs claimed per pass
 THREADS = 4  # jobs written to MLflow at once
 POINTS_PER_PASS = 5000
-LEASE_SECONDS = 120.0  # longer than a pass that uploads a model
+LEASE_SECONDS = 120.0  # renewed while a model uploads (LeaseKeeper)
 
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+class LeaseKeeper:
+    """Keeps the lease of a claimed job while a long call runs (a model upload
+    can outlast any fixed lease), so no other scheduler takes the job
+    meanwhile; ``held()`` renews it once more and says whether it still is ours."""
+
+    def __init__(self, sessions: sessionmaker[Session], work: TrackingWork) -> None:
+        self.sessions = sessions
+        self.work = work
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name="trainplane-lease", daemon=True)
+
+    def held(self) -> bool:
+        try:
+            until = utcnow() + timedelta(seconds=LEASE_SECONDS)
+            with self.sessions() as session:
+                return tracking_service.renew_lease(session, self.work, until)
+        except Exception:  # the database is away: the lease cannot be vouched for
+            log.exception("renewing the tracking lease of job %s failed", self.work.job_id)
+            return False
+
+    def _keep(self) -> None:
+        while not self._done.wait(LEASE_SECONDS / 3):
+            if not self.held():
+                return
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def sync(
-    work: TrackingWork, mlflow: MlflowTracking, now: datetime, *, api_url: str | None
+    work: TrackingWork,
+    mlflow: MlflowTracking,
+    now: datetime,
+    *,
+    api_url: str | None,
+    keep_lease: Callable[[], LeaseKeeper],
 ) -> SyncResult:
     """One pass over one job. Never raises for MLflow's or the storage's
     failures: they come back as ``error``, with whatever got done before."""
@@ -74,7 +115,7 @@ def sync(
             mlflow.log(run_id, tags=attempt_tags(work.attempts))
             result.synced_attempts = signature
         if work.can_finish:
-            _finish(work, mlflow, run_id, result, now, job_url)
+            _finish(work, mlflow, run_id, result, now, job_url, keep_lease)
     except (TrackingError, StorageError) as exc:
         result.error = str(exc)
     return result
@@ -115,6 +156,7 @@ def _finish(
     result: SyncResult,
     now: datetime,
     job_url: str | None,
+    keep_lease: Callable[[], LeaseKeeper],
 ) -> None:
     wanted = work.spec.get("register_model")
     unavailable = None
@@ -129,7 +171,8 @@ def _finish(
             job_url=job_url,
         )
         try:
-            result.model_version = register(mlflow, registration)
+            with keep_lease() as lease:
+                result.model_version = register(mlflow, registration, still_ours=lease.held)
             result.model_name = registration.name
         except ModelUnavailable as exc:
             unavailable = str(exc)  # the run still closes; the job shows why
@@ -190,7 +233,14 @@ class TrackingLoop:
                 default_storage=settings.resolved_checkpoint_storage,
             )
         futures = [
-            self.pool.submit(sync, work, self.mlflow, utcnow(), api_url=settings.advertise_url)
+            self.pool.submit(
+                sync,
+                work,
+                self.mlflow,
+                utcnow(),
+                api_url=settings.advertise_url,
+                keep_lease=functools.partial(LeaseKeeper, self.sessions, work),
+            )
             for work in works
         ]
         for work, future in zip(works, futures, strict=True):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobMetric, JobTracking
@@ -274,6 +274,18 @@ def apply_sync(
         row.lease_token = None
         row.lease_expires_at = now + timedelta(seconds=delay)
         return True
+
+
+def renew_lease(session: Session, work: TrackingWork, until: datetime) -> bool:
+    """Extend the lease ``work`` was claimed with; False if it is not held any more."""
+    with session.begin():
+        renewed = session.execute(
+            update(JobTracking)
+            .where(JobTracking.job_id == work.job_id, JobTracking.lease_token == work.lease_token)
+            .values(lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return renewed.rowcount == 1
 
 
 # --- what the API shows -----------------------------------------------------------

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainplane.storage import models as layout
 from trainplane.storage.backends import LocalStorage, StorageError, open_storage
-from trainplane.tracking.client import MlflowTracking
+from trainplane.tracking.client import MlflowTracking, TrackingError
 
 ARTIFACT_PATH = "model"
 
@@ -35,12 +36,18 @@ class Registration:
     job_url: str | None
 
 
-def register(mlflow: MlflowTracking, registration: Registration) -> str:
-    """The model version made from the job's run; created if need be."""
+def register(
+    mlflow: MlflowTracking, registration: Registration, *, still_ours: Callable[[], bool]
+) -> str:
+    """The model version made from the job's run; created if need be.
+    ``still_ours`` is asked after the (long) upload: a pass that lost its
+    lease meanwhile must leave the version to the pass that holds it."""
     r = registration
     version = mlflow.version_of_run(r.name, r.run_id)
     if version is None:
         _log_model(mlflow, r)
+        if not still_ours():
+            raise TrackingError("lost the job's lease while uploading its model; retrying")
         link = f" ({r.job_url})" if r.job_url else ""
         version = mlflow.create_version(
             r.name,
