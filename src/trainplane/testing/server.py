@@ -75,6 +75,11 @@ class ServiceProcess:
             self.process.wait()
 
     def __enter__(self) -> Self:
+        # A process started already (``with Server(...).start():``) is not
+        # started twice: the second would find the port answering and stand in
+        # for the first, which would then outlive the block.
+        if self.process is not None and self.process.poll() is None:
+            return self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
