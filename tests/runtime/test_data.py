@@ -57,3 +57,16 @@ def test_forever_refuses_a_dataset_smaller_than_a_batch() -> None:
     tiny = ResumableLoader(TensorDataset(torch.arange(3)), batch_size=4, rank=0, world_size=1)
     with pytest.raises(ValueError, match="fewer samples than one batch"):
         next(tiny.forever())
+
+
+def test_iterating_leaves_the_global_random_stream_alone() -> None:
+    """Dropout draws from the global RNG, which checkpoints save and restore:
+    a resumed run that starts its loader mid-epoch must draw the same numbers
+    as the run that never stopped."""
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    source = loader(0, 1, shuffle=True)
+    next(iter(source))
+    list(loader(0, 1, shuffle=False))
+    assert torch.equal(torch.rand(3), expected)

@@ -102,6 +102,11 @@ class ResumableLoader:
             seed=seed,
             drop_last=drop_last,
         )
+        # A DataLoader draws a seed for its workers each time it is iterated;
+        # from the global RNG, that draw would shift the random stream of the
+        # training (dropout) whenever a resumed run starts an epoch mid-way.
+        self._seeds = torch.Generator()
+        self._seeds.manual_seed(seed)
         self.loader = DataLoader(
             dataset,
             batch_size=batch_size,
@@ -110,6 +115,7 @@ class ResumableLoader:
             collate_fn=collate_fn,
             num_workers=num_workers,
             pin_memory=pin_memory,
+            generator=self._seeds,
         )
         self.epoch = 0
         self.consumed = 0  # batches of the current epoch already handed out
@@ -118,6 +124,7 @@ class ResumableLoader:
         return self.sampler.batches_per_epoch()
 
     def __iter__(self) -> Iterator[Any]:
+        self._seeds.manual_seed(self.sampler.seed + self.epoch)
         self.sampler.epoch = self.epoch
         self.sampler.start_batch = self.consumed
         for batch in self.loader:
