@@ -20,6 +20,7 @@ import copy
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,21 @@ EXAMPLE_ROWS = 2  # more than one, so the batch dimension is exported as dynamic
 
 class ModelExportError(RuntimeError):
     """The model could not be exported; the message says why."""
+
+
+@dataclass(frozen=True)
+class SavedModel:
+    """What a saver wrote into the export folder: the MLflow model in
+    ``mlflow/`` and, under ``extras``, more MLflow models (artifact name ->
+    folder) the control plane logs to the same run."""
+
+    flavor: str
+    serialization: str
+    extras: dict[str, str] = field(default_factory=dict)
+
+
+# Writes the rebuilt model into an (empty) export folder.
+ModelSaver = Callable[[torch.nn.Module, Path], SavedModel]
 
 
 def structure_of(model: torch.nn.Module) -> torch.nn.Module:
@@ -111,6 +127,7 @@ class ModelExport:
         self.problem: str | None = None
         self.example: tuple[torch.Tensor, ...] | None = None
         self.example_problem = "the model was never called"
+        self.saver: ModelSaver = self._save_pytorch
         self._hook: Any = None
 
     # --- while training ----------------------------------------------------------
@@ -158,12 +175,13 @@ class ModelExport:
         model = rebuilt(self.structure, state)
         storage = open_storage(self.root)
         with files.staging_folder(storage, "", "export") as staging:
-            serialization = self._save(model, staging / layout.MLFLOW_FOLDER)
+            saved = self.saver(model, staging)
             layout.clear(storage)
             entries = files.publish(storage, staging, "")
         manifest = layout.ModelManifest(
-            flavor="pytorch",
-            serialization=serialization,
+            flavor=saved.flavor,
+            serialization=saved.serialization,
+            extras=saved.extras,
             step=step,
             metrics=metrics,
             strategy=self.strategy,
@@ -175,9 +193,13 @@ class ModelExport:
         layout.write_manifest(storage, manifest)
         size = manifest.size_bytes / 1e6
         self.log(
-            f"trainplane: model exported for registration ({serialization}, {size:.1f} MB) "
+            f"trainplane: model exported for registration ({saved.flavor}, "
+            f"{saved.serialization}, {size:.1f} MB) "
             f"to {self.root}"
         )
+
+    def _save_pytorch(self, model: torch.nn.Module, folder: Path) -> SavedModel:
+        return SavedModel("pytorch", self._save(model, folder / layout.MLFLOW_FOLDER))
 
     def _save(self, model: torch.nn.Module, path: Path) -> str:
         import mlflow.pytorch

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trainplane.storage import files
 from trainplane.storage.backends import Storage, join
 from trainplane.storage.checkpoints import FileEntry
-from trainplane.storage.files import missing_file
 
 MANIFEST = "manifest.json"
 MLFLOW_FOLDER = "mlflow"  # the MLflow model, as the artifact `model` of the run
@@ -37,6 +37,11 @@ class ModelManifest(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     strategy: str
     world_size: int = Field(ge=1)
+    extras: dict[str, str] = Field(
+        default_factory=dict,
+        description="More MLflow models logged to the run: artifact name -> folder "
+        "(a LoRA job's merged model).",
+    )
     files: list[FileEntry] = Field(description="Paths relative to the model folder.")
     job_id: str | None = None
     attempt_id: str | None = None
@@ -61,7 +66,7 @@ def read_manifest(storage: Storage) -> tuple[ModelManifest | None, str]:
         manifest = ModelManifest.model_validate(json.loads(raw))
     except (ValueError, ValidationError) as exc:
         return None, f"unreadable {storage.uri}/{MANIFEST}: {str(exc).splitlines()[0]}"
-    problem = missing_file(storage, "", manifest.files)
+    problem = files.missing_file(storage, "", manifest.files)
     if problem is not None:
         return None, f"incomplete model export at {storage.uri}: {problem}"
     return manifest, ""
@@ -70,4 +75,6 @@ def read_manifest(storage: Storage) -> tuple[ModelManifest | None, str]:
 def clear(storage: Storage) -> None:
     """Manifest first: a half-deleted export is incomplete, never a broken model."""
     storage.delete(MANIFEST)
-    storage.delete_tree(MLFLOW_FOLDER)
+    for folder in storage.child_folders():
+        if folder != files.STAGING:  # the new export being written
+            storage.delete_tree(folder)

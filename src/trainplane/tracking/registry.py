@@ -45,15 +45,18 @@ def register(
     r = registration
     version = mlflow.version_of_run(r.name, r.run_id)
     if version is None:
-        _log_model(mlflow, r)
+        extras = _log_model(mlflow, r)
         if not still_ours():
             raise TrackingError("lost the job's lease while uploading its model; retrying")
         link = f" ({r.job_url})" if r.job_url else ""
+        tags = {"trainplane.job_id": r.job_id, "trainplane.project": r.project}
+        # More models of the same run (a LoRA job's merged model), by their URI.
+        tags.update({f"trainplane.{name}": f"runs:/{r.run_id}/{name}" for name in extras})
         version = mlflow.create_version(
             r.name,
             source=f"runs:/{r.run_id}/{ARTIFACT_PATH}",
             run_id=r.run_id,
-            tags={"trainplane.job_id": r.job_id, "trainplane.project": r.project},
+            tags=tags,
             description=f"Trained by trainplane job {r.job_id}{link}.",
         )
     if r.alias:
@@ -61,7 +64,8 @@ def register(
     return version
 
 
-def _log_model(mlflow: MlflowTracking, r: Registration) -> None:
+def _log_model(mlflow: MlflowTracking, r: Registration) -> list[str]:
+    """Log the exported model (and its extras) to the run; the extras' names."""
     try:
         storage = open_storage(r.model_root)
         manifest, problem = layout.read_manifest(storage)
@@ -71,26 +75,29 @@ def _log_model(mlflow: MlflowTracking, r: Registration) -> None:
     if manifest is None:
         raise ModelUnavailable(f"nothing registered: {problem}")
     scratch = Path(tempfile.mkdtemp(prefix="trainplane-model-"))
+    folders = {ARTIFACT_PATH: layout.MLFLOW_FOLDER, **manifest.extras}
     try:
-        if isinstance(storage, LocalStorage):
-            folder = storage.local_folder(layout.MLFLOW_FOLDER)
-        else:
-            folder = scratch / layout.MLFLOW_FOLDER
-            storage.get_tree(layout.MLFLOW_FOLDER, folder)
-        mlflow.log_folder(r.run_id, str(folder), ARTIFACT_PATH)
-        # The MLmodel file names the run it belongs to, as a logged model's does.
-        mlmodel = _with_run(folder / "MLmodel", scratch, r.run_id)
-        mlflow.log_file(r.run_id, str(mlmodel), ARTIFACT_PATH)
+        for artifact, source in folders.items():
+            if isinstance(storage, LocalStorage):
+                folder = storage.local_folder(source)
+            else:
+                folder = scratch / source
+                storage.get_tree(source, folder)
+            mlflow.log_folder(r.run_id, str(folder), artifact)
+            # The MLmodel file names the run it belongs to, as a logged model's does.
+            mlmodel = _with_run(folder / "MLmodel", scratch / artifact, r.run_id, artifact)
+            mlflow.log_file(r.run_id, str(mlmodel), artifact)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return list(manifest.extras)
 
 
-def _with_run(mlmodel: Path, scratch: Path, run_id: str) -> Path:
+def _with_run(mlmodel: Path, scratch: Path, run_id: str, artifact_path: str) -> Path:
     import yaml
 
     document = yaml.safe_load(mlmodel.read_text()) or {}
     document["run_id"] = run_id
-    document["artifact_path"] = ARTIFACT_PATH
+    document["artifact_path"] = artifact_path
     patched = scratch / "patched" / "MLmodel"
     patched.parent.mkdir(parents=True, exist_ok=True)
     patched.write_text(yaml.safe_dump(document, sort_keys=False))
