@@ -448,9 +448,14 @@ class Hyperparameters(Strict):
     grad_accum: int = Field(default=1, ge=1, le=65_536)
     max_seq_len: int = Field(default=512, ge=8, le=1_048_576)
     warmup_steps: int = Field(default=0, ge=0)
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        default="cosine", description="Decay after the warmup, to zero at the last step."
+    )
     weight_decay: float = Field(default=0.0, ge=0, le=1)
     max_grad_norm: float | None = Field(default=1.0, gt=0)
-    eval_every_steps: int | None = Field(default=None, ge=1)
+    eval_every_steps: int | None = Field(
+        default=None, ge=1, description="Default: ten evaluations over the run."
+    )
     packing: bool = False
     seed: int = Field(default=0, ge=0)
 

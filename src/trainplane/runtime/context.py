@@ -37,7 +37,7 @@ from trainplane.runtime.checkpointing import (
     read_trainer_state,
 )
 from trainplane.runtime.data import ResumableLoader
-from trainplane.runtime.export import ModelExport
+from trainplane.runtime.export import ModelExport, ModelSaver
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
 from trainplane.runtime.strategies.base import OptimizerArg
@@ -74,7 +74,8 @@ class TrainContext:
         self.args: dict[str, Any] = dict((spec.get("entrypoint") or {}).get("args") or {})
         self.strategy: str = (spec.get("strategy") or {}).get("type", "ddp")
         self.precision: str = spec.get("precision", "fp32")
-        optimization = spec.get("optimization") or {}
+        # A fine-tune's recipe steps by its hyperparameters.
+        optimization = spec.get("optimization") or spec.get("hyperparameters") or {}
         self.grad_accum: int = int(optimization.get("grad_accum", 1))
         self.max_grad_norm: float | None = optimization.get("max_grad_norm")
         self.global_step = 0
@@ -218,6 +219,11 @@ class TrainContext:
             raise RuntimeError("call ctx.prepare(model, optimizer) first")
         return self._runner
 
+    def learning_rate(self) -> float:
+        """The optimizer's current learning rate (of its first parameter group)."""
+        optimizer = self._prepared().base_optimizer
+        return float(optimizer.param_groups[0]["lr"]) if optimizer is not None else 0.0
+
     # --- one micro-batch ------------------------------------------------------------
     def backward(self, loss: torch.Tensor) -> None:
         runner = self._prepared()
@@ -333,6 +339,13 @@ class TrainContext:
         first batch the model sees is used."""
         if self._export is not None:
             self._export.set_input_example(*tensors)
+
+    def export_with(self, saver: ModelSaver) -> None:
+        """Write the exported model with ``saver`` instead of as a pytorch
+        MLflow model (the fine-tune recipe writes a transformers one). It is
+        called on rank 0 with the rebuilt model and an empty folder."""
+        if self._export is not None:
+            self._export.saver = saver
 
     def export_model(self) -> str | None:
         """Export the prepared model for ``register_model``; returns the model

@@ -18,6 +18,7 @@ import traceback
 from typing import Any
 
 from trainplane.net import free_port
+from trainplane.recipes import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
@@ -48,7 +49,7 @@ def main() -> int:
     resources = spec["resources"]
     on_gpu = accelerator.lower() != "cpu"
     entrypoint = spec.get("entrypoint") or {}
-    if entrypoint.get("function"):
+    if function_of(spec):
         return run_function(spec, on_gpu=on_gpu)
     argv = command_of(entrypoint)
     if argv is None:
@@ -107,7 +108,7 @@ def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     restarts_left = int(os.environ.get(tp_env.RESTARTS_LEFT, "0"))
     print(
-        f"trainplane: running {spec['entrypoint']['function']} on {workers} "
+        f"trainplane: running {function_of(spec)} on {workers} "
         f"{'GPU' if on_gpu else 'CPU'} worker(s), strategy {spec['strategy']['type']}, "
         f"precision {spec.get('precision', 'fp32')}",
         flush=True,

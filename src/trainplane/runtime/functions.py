@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from trainplane.recipes import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.reporting import ProgressReporter
@@ -45,7 +46,7 @@ def run_rank(
     device: torch.device,
 ) -> Any:
     """Call the train function with this rank's context; return what it returns."""
-    function = load_function(spec["entrypoint"]["function"])
+    function = load_function(function_of(spec) or "")
     reporter = None
     if rank == 0:
         reporter = ProgressReporter(

@@ -1,0 +1,8 @@
+"""The ``kind: finetune`` recipe: a Hugging Face causal LM tuned on JSONL.
+
+- ``inputs``: reading and checking the base model and the datasets (also used
+  by the control plane, before a job is queued);
+- ``tokens``: turning rows into fixed-length token blocks (padding or packing);
+- ``recipe``: the train function;
+- ``export``: the trained model (or LoRA adapter) as an MLflow transformers model.
+"""

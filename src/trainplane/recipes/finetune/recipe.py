@@ -1,0 +1,173 @@
+"""The fine-tune train function: ``kind: finetune`` jobs run this.
+
+It is an ordinary train function, so the job's strategy (ddp, fsdp, deepspeed),
+checkpoints and resume apply to it as to any other: the data order, the LoRA
+dropout and the learning rate schedule all resume exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from trainplane.recipes.finetune import inputs, models, tokens
+from trainplane.recipes.finetune.export import TransformersSaver
+from trainplane.runtime.context import TrainContext
+
+EVALS_PER_RUN = 10  # when eval_every_steps is not set
+
+
+def lr_factor(step: int, *, warmup: int, total: int, schedule: str) -> float:
+    """The learning rate multiplier after ``step`` optimizer steps: linear
+    warmup, then constant, linear or cosine decay to zero at ``total``."""
+    if warmup and step < warmup:
+        return (step + 1) / (warmup + 1)
+    if schedule == "constant" or total <= warmup:
+        return 1.0
+    progress = min(1.0, (step - warmup) / (total - warmup))
+    if schedule == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def total_steps(hp: dict[str, Any], batches_per_epoch: int) -> int:
+    if hp.get("max_steps"):
+        return int(hp["max_steps"])
+    per_epoch = max(1, batches_per_epoch // int(hp["grad_accum"]))
+    return max(1, math.ceil(float(hp["epochs"]) * per_epoch))
+
+
+def eval_interval(hp: dict[str, Any], total: int) -> int:
+    return int(hp.get("eval_every_steps") or max(1, total // EVALS_PER_RUN))
+
+
+def train(ctx: TrainContext) -> dict[str, float]:
+    spec = ctx.spec
+    hp = spec["hyperparameters"]
+    method = spec.get("method") or {"type": "full"}
+    lora = method.get("type") == "lora"
+    # The same seed on every rank: LoRA's initial weights must agree.
+    torch.manual_seed(int(hp["seed"]))
+
+    folder = models.local_folder(spec["base_model"])
+    tokenizer = models.load_tokenizer(folder)
+    model = models.load_model(folder, method)
+    length = int(hp["max_seq_len"])
+    packing = bool(hp.get("packing"))
+    train_set, dropped = tokens.blocks(
+        inputs.read_dataset("dataset.train", spec["dataset"]["train"]),
+        tokenizer,
+        max_seq_len=length,
+        packing=packing,
+    )
+    if dropped:
+        ctx.log(f"trainplane: {dropped} training rows dropped: their prompt fills max_seq_len")
+    eval_set = None
+    if spec["dataset"].get("eval"):
+        eval_set, _ = tokens.blocks(
+            inputs.read_dataset("dataset.eval", spec["dataset"]["eval"]),
+            tokenizer,
+            max_seq_len=length,
+            packing=packing,
+        )
+    loader = ctx.data_loader(
+        train_set,
+        batch_size=int(hp["micro_batch_size"]),
+        seed=int(hp["seed"]),
+        tokens_per_sample=length,
+    )
+    eval_loader = (
+        ctx.data_loader(
+            eval_set, batch_size=int(hp["micro_batch_size"]), shuffle=False, drop_last=False
+        )
+        if eval_set is not None and len(eval_set)
+        else None
+    )
+    total = total_steps(hp, len(loader))
+    ctx.total_steps = total
+    every = eval_interval(hp, total)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    everything = sum(p.numel() for p in model.parameters())
+    ctx.log(
+        f"trainplane: fine-tuning {type(model).__name__} ({method['type']}, "
+        f"{trainable:,} of {everything:,} parameters train) on {len(train_set)} blocks of "
+        f"{length} tokens for {total} steps"
+    )
+    ctx.export_with(TransformersSaver(tokenizer, lora=lora, merge=bool(method.get("merge"))))
+
+    def optimizer(parameters: Any) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(
+            [p for p in parameters if p.requires_grad],
+            lr=float(hp["learning_rate"]),
+            weight_decay=float(hp["weight_decay"]),
+        )
+
+    def schedule(optim: torch.optim.Optimizer) -> Any:
+        return torch.optim.lr_scheduler.LambdaLR(
+            optim,
+            lambda step: lr_factor(
+                step,
+                warmup=int(hp["warmup_steps"]),
+                total=total,
+                schedule=hp.get("lr_schedule", "cosine"),
+            ),
+        )
+
+    model, _ = ctx.prepare(model, optimizer, lr_scheduler=schedule)
+    ctx.restore()
+
+    def evaluate() -> dict[str, float]:
+        if eval_loader is None:
+            return {}
+        return evaluation(ctx, model, eval_loader)
+
+    if ctx.global_step == 0 and eval_loader is not None:
+        ctx.report(evaluate(), step=0)  # the base model's eval loss, to compare against
+    last: dict[str, float] = {}
+    micro_losses: list[float] = []
+    model.train()
+    for batch in loader.forever():
+        if ctx.global_step >= total:
+            break
+        batch = {k: v.to(ctx.device) for k, v in batch.items()}
+        loss = model(**batch).loss
+        ctx.backward(loss)
+        micro_losses.append(loss.detach().float().item())
+        if not ctx.step():
+            continue
+        metrics = {
+            "loss": ctx.mean(sum(micro_losses) / len(micro_losses)),
+            "learning_rate": ctx.learning_rate(),
+        }
+        micro_losses.clear()
+        if ctx.global_step % every == 0 or ctx.global_step >= total:
+            metrics.update(evaluate())
+            model.train()
+        ctx.report(metrics)
+        last = metrics
+    return last
+
+
+def evaluation(ctx: TrainContext, model: Any, loader: Any) -> dict[str, float]:
+    """Token-weighted mean loss over the whole eval split (every rank its
+    shard), and its perplexity."""
+    model.eval()
+    totals = torch.zeros(2, dtype=torch.float64)
+    with torch.no_grad():
+        for batch in loader:
+            batch = {k: v.to(ctx.device) for k, v in batch.items()}
+            loss = model(**batch).loss
+            # The model shifts labels by one: these are the predicted tokens.
+            counted = int((batch["labels"][:, 1:] != tokens.IGNORE).sum())
+            totals += torch.tensor([loss.double().item() * counted, counted])
+    if dist.is_initialized() and ctx.world_size > 1:
+        device = ctx.device if ctx.device.type == "cuda" else torch.device("cpu")
+        reduced = totals.to(device)
+        dist.all_reduce(reduced)
+        totals = reduced.cpu()
+    loss_sum, count = totals.tolist()
+    eval_loss = loss_sum / max(count, 1.0)
+    return {"eval_loss": eval_loss, "perplexity": math.exp(min(eval_loss, 50.0))}
