@@ -20,7 +20,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -31,6 +33,7 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests.factories import finetune_spec
 from trainplane.api.app import create_app
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
@@ -242,3 +245,34 @@ def one_rank_group(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     finally:
         dist.destroy_process_group()
         os.environ.pop("TRAINPLANE_DEVICE", None)
+
+
+@dataclass(frozen=True)
+class FinetuneFiles:
+    """A tiny causal LM and its datasets, as a fine-tune reads them."""
+
+    model: Path
+    train: Path
+    eval: Path
+
+    def spec(self, **overrides: Any) -> dict[str, Any]:
+        fields = {
+            "base_model": str(self.model),
+            "dataset": {"train": str(self.train), "eval": str(self.eval)},
+            **overrides,
+        }
+        return finetune_spec(**fields)
+
+
+@pytest.fixture(scope="session")
+def finetune_files(tmp_path_factory: pytest.TempPathFactory) -> FinetuneFiles:
+    """Built once per session: a random-init Llama (transformers) and 240 + 60
+    prompt/completion rows."""
+    from trainplane.testing.tiny_models import arithmetic_rows, build_tiny_llama, write_jsonl
+
+    folder = tmp_path_factory.mktemp("finetune")
+    return FinetuneFiles(
+        model=build_tiny_llama(folder / "model"),
+        train=write_jsonl(folder / "train.jsonl", arithmetic_rows(0, 240)),
+        eval=write_jsonl(folder / "eval.jsonl", arithmetic_rows(240, 300)),
+    )

@@ -40,6 +40,16 @@ class InvalidInputError(TrainplaneError):
         self.message = detail
 
 
+class InvalidInputsError(InvalidInputError):
+    """Several inputs wrong at once (say, two bad lines of a dataset):
+    ``problems`` holds (field, message) pairs, the first as ``field``."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__(*problems[0])
+        self.detail = "; ".join(f"{field}: {message}" for field, message in problems)
+        self.problems = problems
+
+
 class UnauthenticatedError(TrainplaneError):
     """The request carries no credential, or one that does not check out."""
 

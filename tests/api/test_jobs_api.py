@@ -10,7 +10,6 @@ import pytest
 
 from tests.factories import (
     count_rows,
-    finetune_spec,
     insert_jobs,
     make_job,
     make_project,
@@ -27,8 +26,9 @@ def _events(api, job_id):
     return response.json()["items"]
 
 
-@pytest.mark.parametrize("make_spec", [train_spec, finetune_spec], ids=["train", "finetune"])
-def test_valid_spec_is_queued_with_one_event(api, session, make_spec):
+@pytest.mark.parametrize("kind", ["train", "finetune"])
+def test_valid_spec_is_queued_with_one_event(api, session, kind, finetune_files):
+    make_spec = train_spec if kind == "train" else finetune_files.spec
     response = api.post("/v1/jobs", json=make_spec())
     assert response.status_code == 201, response.text
     job = response.json()

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from trainplane.errors import (
     ConflictError,
     InvalidInputError,
+    InvalidInputsError,
     NotFoundError,
     TrainplaneError,
     UnauthenticatedError,
@@ -138,6 +139,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(TrainplaneError)
     async def _domain(_: Request, exc: TrainplaneError) -> JSONResponse:
         status = next((code for cls, code in STATUS_BY_ERROR.items() if isinstance(exc, cls)), 500)
+        if isinstance(exc, InvalidInputsError):
+            errors = [FieldError(field=f, message=m, type="invalid") for f, m in exc.problems]
+            return problem(status, exc.detail, errors=errors)
         if isinstance(exc, InvalidInputError):
             return problem(
                 status,

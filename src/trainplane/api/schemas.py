@@ -17,6 +17,7 @@ from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.checkpoints import JobCheckpoints
 from trainplane.services.clusters import ClusterView
 from trainplane.services.jobs import AttemptRow, JobDetail
+from trainplane.services.plans import JobPlan
 from trainplane.services.progress import MetricsPage, Progress
 from trainplane.services.queue import QueueView
 from trainplane.services.tracking import tracking_view
@@ -382,3 +383,39 @@ class ClusterOut(BaseModel):
 
 class ClusterList(BaseModel):
     items: list[ClusterOut]
+
+
+class InputCheckOut(BaseModel):
+    name: str = Field(description="The spec field that was checked (dataset.train, ...).")
+    ok: bool = True
+    detail: str
+
+
+class PlannedPlacementOut(BaseModel):
+    cluster: str | None = Field(description="Where it would start now; null when it would wait.")
+    can_start_now: bool
+    queue_position: int = Field(description="Its place in the queue if submitted now; 1 is next.")
+    reason: str
+
+
+class PlanOut(BaseModel):
+    """What submitting the spec would do. Nothing was created."""
+
+    valid: bool = True
+    spec: dict[str, Any] = Field(description="The validated spec, with defaults filled in.")
+    checks: list[InputCheckOut] = Field(description="The files the job reads, as checked.")
+    placement: PlannedPlacementOut
+
+    @classmethod
+    def from_plan(cls, plan: JobPlan) -> PlanOut:
+        where = plan.placement
+        return cls(
+            spec=plan.spec.model_dump(mode="json"),
+            checks=[InputCheckOut(name=c.name, detail=c.detail) for c in plan.checks],
+            placement=PlannedPlacementOut(
+                cluster=where.cluster,
+                can_start_now=where.can_start_now,
+                queue_position=where.queue_position,
+                reason=where.reason,
+            ),
+        )

@@ -29,6 +29,7 @@ from trainplane.jobs.states import (
 )
 from trainplane.services.access import Caller
 from trainplane.services.clusters import cluster_capacity, recent_capacity
+from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_submission, set_status
@@ -55,6 +56,8 @@ def submit_job(
     *,
     idempotency_key: str | None = None,
 ) -> Submission:
+    # Before the transaction: reading a dataset may take a while.
+    check_job_inputs(spec)
     document = spec.model_dump(mode="json")
     fingerprint = spec_fingerprint(document)
     now = utcnow()
@@ -84,7 +87,7 @@ def submit_job(
                 earlier = _replay(session, caller, idempotency_key, fingerprint)
                 if earlier is not None:
                     return Submission(earlier, created=False)
-            _check_some_cluster_can_hold(session, spec)
+            check_some_cluster_can_hold(session, spec)
             job.project = _insert_job(session, caller, job, spec.project)
             record_submission(session, job, actor=caller.subject)
     except IntegrityError:
@@ -147,7 +150,7 @@ def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -
     return Project(id=project_id, name=project_name)
 
 
-def _check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
+def check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
     """A job no registered cluster could ever run is refused now, with the
     numbers, rather than queued forever. With no cluster registered yet, jobs
     wait for one."""

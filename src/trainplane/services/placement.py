@@ -36,12 +36,17 @@ def queue_order() -> tuple:
     return (Job.priority.desc(), Job.created_at, Job.id)
 
 
-def load_queue(session: Session) -> list[Demand]:
-    rows = session.execute(
+def load_queue(session: Session, *, min_priority: int | None = None) -> list[Demand]:
+    """The queued jobs in queue order; with ``min_priority``, only those a new
+    job of that priority would wait behind."""
+    query = (
         select(Job.id, Job.gpus, Job.gpus_per_node, Job.gpu_type, Job.max_runtime_seconds)
         .where(Job.status == JobStatus.QUEUED.value)
         .order_by(*queue_order())
     )
+    if min_priority is not None:
+        query = query.where(Job.priority >= min_priority)
+    rows = session.execute(query)
     return [
         Demand(
             job_id=r.id,

@@ -15,6 +15,7 @@ from trainplane.api.schemas import (
     JobOut,
     JobPage,
     JobSummary,
+    PlanOut,
     json_response,
 )
 from trainplane.api.tracking_schemas import ComparisonOut
@@ -23,6 +24,7 @@ from trainplane.jobs.states import JobStatus
 from trainplane.services import compare as compare_service
 from trainplane.services import jobs as job_service
 from trainplane.services import logs as log_service
+from trainplane.services import plans as plan_service
 from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
@@ -82,6 +84,18 @@ def list_jobs(
             next_cursor=page.next_cursor,
         )
     )
+
+
+@router.post("/plan", response_model=PlanOut)
+def plan_job(
+    spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
+    session: SessionDep,
+    caller: CallerDep,
+) -> Response:
+    """A dry run of submitting ``spec``: the same validation and checks of the
+    files it reads (422 when they fail), and where it would be placed now.
+    Creates nothing."""
+    return json_response(PlanOut.from_plan(plan_service.plan_job(session, caller, spec)))
 
 
 # Before /{job_id}, which would take "compare" for an id.

@@ -1,0 +1,50 @@
+"""The files a job will read, checked before it is queued.
+
+A fine-tune's base model and datasets are read here, on the control plane,
+at submit and plan time: a missing file, a malformed JSONL line, an empty
+eval split or a model that is not a causal LM is a 422 naming the field and
+the line, not a failed attempt after minutes of GPU time. Only files are read
+(no torch), outside any database transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from trainplane.errors import InvalidInputsError
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.recipes.finetune import inputs
+
+Summary = inputs.DatasetSummary | inputs.ModelSummary
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    name: str  # the spec field
+    detail: str
+
+
+def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> list[InputCheck]:
+    """What was checked, one entry per input; raises InvalidInputsError with
+    every problem found."""
+    if not isinstance(spec, FinetuneSpec):
+        return []
+    checks: list[InputCheck] = []
+    problems: list[inputs.InputProblem] = []
+
+    def run(field: str, check: Callable[[str, str], Summary], location: str) -> None:
+        try:
+            checks.append(InputCheck(field, check(field, location).describe()))
+        except inputs.InputProblem as problem:
+            problems.append(problem)
+        except inputs.InputProblems as many:
+            problems.extend(many.problems)
+
+    run("base_model", inputs.check_base_model, spec.base_model)
+    run("dataset.train", inputs.check_dataset, spec.dataset.train)
+    if spec.dataset.eval is not None:
+        run("dataset.eval", inputs.check_dataset, spec.dataset.eval)
+    if problems:
+        raise InvalidInputsError([(p.field, p.message) for p in problems])
+    return checks

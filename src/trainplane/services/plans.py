@@ -1,0 +1,77 @@
+"""``POST /v1/jobs/plan``: what submitting a spec would do, creating nothing.
+
+The plan runs the submit-time checks (the spec, the files it reads, whether
+any cluster can ever hold it) and then asks the placement code where the job
+would go if it were submitted now: behind every queued job of its priority or
+higher, on the cluster state the scheduler would see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from trainplane.db.base import utcnow
+from trainplane.db.engine import read_only
+from trainplane.db.models import Project
+from trainplane.errors import InvalidInputError
+from trainplane.jobs import placement
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.services.access import Caller
+from trainplane.services.clusters import cluster_states
+from trainplane.services.job_inputs import InputCheck, check_job_inputs
+from trainplane.services.jobs import check_some_cluster_can_hold
+from trainplane.services.placement import load_queue
+
+PLANNED = "planned"  # the would-be job's id in the placement code
+
+
+@dataclass(frozen=True)
+class PlannedPlacement:
+    cluster: str | None  # where it would start now; None when it would wait
+    can_start_now: bool
+    queue_position: int  # 1: next in line
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    spec: TrainSpec | FinetuneSpec
+    checks: list[InputCheck]
+    placement: PlannedPlacement
+
+
+def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -> JobPlan:
+    """Raises what submitting the spec would raise (InvalidInputError, ...)."""
+    checks = check_job_inputs(spec)
+    demand = placement.Demand(
+        PLANNED,
+        spec.resources.gpus,
+        spec.resources.gpus_per_node,
+        spec.resources.gpu_type,
+        spec.max_runtime_seconds,
+    )
+    with read_only(session):
+        project = session.scalar(
+            select(Project.id).where(Project.name == spec.project, caller.scope(Project.id))
+        )
+        if project is None:
+            raise InvalidInputError(
+                "project", f"no project named '{spec.project}' that you can submit to"
+            )
+        check_some_cluster_can_hold(session, spec)
+        clusters = cluster_states(session, utcnow())
+        ahead = load_queue(session, min_priority=spec.priority_rank)
+    decisions = placement.plan([*ahead, demand], clusters)
+    chosen = dict(decisions.placements).get(PLANNED)
+    names = {c.id: c.name for c in clusters}
+    if chosen is not None:
+        where = PlannedPlacement(
+            names[chosen], True, len(ahead) + 1, f"would start now on cluster {names[chosen]}"
+        )
+    else:
+        reason = placement.wait_reason(demand, clusters, len(ahead))
+        where = PlannedPlacement(None, False, len(ahead) + 1, reason)
+    return JobPlan(spec=spec, checks=checks, placement=where)
