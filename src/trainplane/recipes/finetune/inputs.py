@@ -115,8 +115,7 @@ def _lines(field: str, location: str) -> Iterator[bytes]:
         raise InputProblem(field, f"{location} is a folder, not a JSONL file")
     try:
         with open(location, "rb") as handle:
-            for line in handle:
-                yield line.rstrip(b"\r\n")
+            yield from handle  # lines keep their newline: json.loads ignores it
     except OSError as exc:
         raise InputProblem(field, f"cannot read {location}: {exc.strerror}") from None
 
@@ -160,14 +159,31 @@ def _rows(field: str, location: str) -> Iterator[tuple[int, dict[str, str] | Inp
     """Each non-blank line's row, or the problem with it. The first good row
     fixes the dataset's format; every later row must have the same."""
     format: DatasetFormat | None = None
+    fields: tuple[str, ...] = ()
+    other = ""  # the key that would make a row of the other format
     for number, line in enumerate(_lines(field, location), start=1):
+        # The common case, cheaply: a good row of the known format.
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if (
+            format is not None
+            and type(row) is dict
+            and other not in row
+            and all(type(row.get(name)) is str for name in fields)
+            and row[fields[-1]].strip()
+        ):
+            yield number, {name: row[name] for name in fields}
+            continue
         if not line.strip():
             continue
+        # Anything else: find what is wrong, or the format of the first row.
         try:
             row = _row(field, number, line)
             row_format = _format_of(field, number, row)
             if format is not None and row_format != format:
-                wanted = " and ".join(f"'{n}'" for n in FORMAT_FIELDS[format])
+                wanted = " and ".join(f"'{n}'" for n in fields)
                 raise InputProblem(
                     field, f"line {number} is {row_format} but earlier lines have {wanted}"
                 )
@@ -176,7 +192,9 @@ def _rows(field: str, location: str) -> Iterator[tuple[int, dict[str, str] | Inp
             yield number, problem
             continue
         format = row_format
-        yield number, {name: row[name] for name in FORMAT_FIELDS[format]}
+        fields = FORMAT_FIELDS[format]
+        other = "prompt" if format == "text" else "text"
+        yield number, {name: row[name] for name in fields}
 
 
 def read_dataset(field: str, location: str) -> list[dict[str, str]]:
