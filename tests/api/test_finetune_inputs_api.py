@@ -207,3 +207,21 @@ def test_a_plan_of_a_train_job_has_no_file_checks(api, session):
     plan = api.post("/v1/jobs/plan", json=train_spec()).json()
     assert plan["checks"] == []
     assert plan["placement"]["reason"] == "waiting for a cluster: none is registered"
+
+
+def test_a_dataset_smaller_than_one_step_is_refused(api, session, finetune_files):
+    hyperparameters = {"micro_batch_size": 128, "max_steps": 5}
+    answer = api.post("/v1/jobs", json=finetune_files.spec(hyperparameters=hyperparameters))
+    assert answer.status_code == 422
+    assert answer.json()["errors"] == [
+        {
+            "field": "dataset.train",
+            "message": "240 rows are fewer than one step takes: micro_batch_size 128 x 2 GPUs "
+            "= 256",
+            "type": "invalid",
+        }
+    ]
+    # Packed, the rows' tokens fill fewer blocks than rows: only the workers can tell.
+    packed = finetune_files.spec(hyperparameters={**hyperparameters, "packing": True})
+    assert api.post("/v1/jobs/plan", json=packed).status_code == 200
+    assert count_rows(session) == (0, 0)

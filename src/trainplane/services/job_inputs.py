@@ -33,16 +33,33 @@ def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> list[InputCheck]:
     checks: list[InputCheck] = []
     problems: list[inputs.InputProblem] = []
 
-    def run(field: str, check: Callable[[str, str], Summary], location: str) -> None:
+    def run(field: str, check: Callable[[str, str], Summary], location: str) -> Summary | None:
         try:
-            checks.append(InputCheck(field, check(field, location).describe()))
+            summary = check(field, location)
         except inputs.InputProblem as problem:
             problems.append(problem)
+            return None
         except inputs.InputProblems as many:
             problems.extend(many.problems)
+            return None
+        checks.append(InputCheck(field, summary.describe()))
+        return summary
 
     run("base_model", inputs.check_base_model, spec.base_model)
-    run("dataset.train", inputs.check_dataset, spec.dataset.train)
+    train = run("dataset.train", inputs.check_dataset, spec.dataset.train)
+    step_rows = spec.hyperparameters.micro_batch_size * spec.resources.gpus
+    # Unpadded rows map one to one to samples; packed ones are only known
+    # once tokenized, on the workers.
+    packed = spec.hyperparameters.packing
+    if isinstance(train, inputs.DatasetSummary) and not packed and train.rows < step_rows:
+        problems.append(
+            inputs.InputProblem(
+                "dataset.train",
+                f"{train.rows} rows are fewer than one step takes: micro_batch_size "
+                f"{spec.hyperparameters.micro_batch_size} x {spec.resources.gpus} GPUs "
+                f"= {step_rows}",
+            )
+        )
     if spec.dataset.eval is not None:
         run("dataset.eval", inputs.check_dataset, spec.dataset.eval)
     if problems:
