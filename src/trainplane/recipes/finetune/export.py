@@ -10,6 +10,7 @@ too, as an extra MLflow model (``merged/``) logged to the same run.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from importlib.metadata import version
@@ -67,12 +68,19 @@ class TransformersSaver:
         import mlflow.transformers
 
         model.config.use_cache = True  # for generation, once trained
-        mlflow.transformers.save_model(
-            transformers_model={"model": model, "tokenizer": self.tokenizer},
-            path=str(path),
-            task="text-generation",
-            pip_requirements=requirements(self.lora),
-        )
+        # MLflow warns that a local model has no Hub model card or license.
+        quiet = logging.getLogger("mlflow.transformers")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            mlflow.transformers.save_model(
+                transformers_model={"model": model, "tokenizer": self.tokenizer},
+                path=str(path),
+                task="text-generation",
+                pip_requirements=requirements(self.lora),
+            )
+        finally:
+            quiet.setLevel(level)
 
 
 def _name_adapter(mlmodel: Path) -> None:
