@@ -11,54 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from typer.testing import CliRunner
 
+from tests.cli.conftest import SPEC
 from tests.factories import make_attempt, make_job, small_spec
+from trainplane.cli.common import EXIT_TIMEOUT, EXIT_UNREACHABLE
 from trainplane.cli.main import app
 from trainplane.jobs.states import JobStatus
 from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.locations import checkpoint_root
 from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
-from trainplane.testing.server import ServerProcess
-
-SPEC = {
-    "kind": "train",
-    "name": "cli-job",
-    "entrypoint": {"command": ["python", "train.py"], "working_dir": "code"},
-    "resources": {"gpus": 2},
-    "checkpoint": {"storage": "ckpt"},
-}
-
-
-@pytest.fixture
-def server(settings, tmp_path):
-    env = {
-        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
-        "TRAINPLANE_HOME": str(tmp_path / "home"),
-    }
-    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
-        yield process
-
-
-@pytest.fixture
-def cli(server):
-    runner = CliRunner()
-
-    def run(*args: str):
-        return runner.invoke(app, ["--url", server.url, *args], catch_exceptions=False)
-
-    return run
-
-
-@pytest.fixture
-def spec_file(tmp_path):
-    folder = tmp_path / "job"
-    folder.mkdir()
-    path = folder / "job.yaml"
-    path.write_text(yaml.safe_dump(SPEC))
-    return path
 
 
 def test_submit_prints_the_job_id_and_resolves_relative_paths(cli, spec_file):
@@ -131,16 +94,22 @@ def test_list_cancel_and_events(cli, spec_file):
     assert [j["id"] for j in paged] == list(reversed(ids))
 
 
-def test_submit_wait_gives_up_after_timeout_with_exit_1(cli, spec_file):
-    result = cli("submit", str(spec_file), "--wait", "--timeout", "1")
-    assert result.exit_code == 1
-    assert "gave up waiting" in result.stderr
+def test_submit_wait_gives_up_after_timeout_with_exit_5(cli, spec_file):
+    result = cli("submit", str(spec_file), "--wait", "--timeout", "1", "--output", "json")
+    assert result.exit_code == EXIT_TIMEOUT == 5
+    assert "gave up waiting after 1s" in result.stderr and "it goes on" in result.stderr
+    summary = json.loads(result.stdout)
+    assert (summary["status"], summary["outcome"], summary["exit_code"]) == (
+        "QUEUED",
+        "timed_out",
+        5,
+    )
 
 
-def test_unreachable_server_is_a_clear_error(tmp_path):
+def test_unreachable_server_is_a_clear_error_with_exit_6(tmp_path):
     runner = CliRunner()
     result = runner.invoke(app, ["--url", "http://127.0.0.1:9", "jobs", "list"])
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_UNREACHABLE == 6
     assert "cannot reach trainplane" in result.stderr
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainplane.cli.common import State, call, fail
+from trainplane.cli.common import EXIT_USAGE, State, call, fail
 
 clusters_app = typer.Typer(no_args_is_help=True, help="Ray clusters jobs run on.")
 projects_app = typer.Typer(no_args_is_help=True, help="Projects jobs belong to.")
@@ -29,7 +29,7 @@ def clusters_add(
     for item in label or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise fail(f"--label {item!r}: expected key=value", 2)
+            raise fail(f"--label {item!r}: expected key=value", EXIT_USAGE)
         labels[key] = value
     body = {
         "name": name,

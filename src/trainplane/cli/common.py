@@ -1,7 +1,20 @@
 """What every CLI verb shares: the API client, messages and exit codes.
 
-Exit codes: 0 success (for ``submit --wait``: the job SUCCEEDED), 1 the job did
-not succeed or the server refused the request, 2 bad usage or an invalid spec.
+Exit codes, the same for every verb (stable: CI pipelines branch on them)::
+
+      0  success; for submit --wait: the job SUCCEEDED and every --fail-on gate passed
+      1  the job FAILED, or the server refused the request (not found, conflict, ...)
+      2  bad usage or an invalid spec (the message names the field); nothing was submitted
+      3  the job was CANCELLED
+      4  the job SUCCEEDED but a --fail-on gate failed (or its metric was never reported)
+      5  gave up waiting after --timeout; the job goes on
+      6  the server could not be reached or was unavailable (connection refused, 502,
+         503, 504); a job already submitted goes on: rerun the step (same
+         idempotency key) to find it and wait again
+    130  interrupted (Ctrl-C) while waiting; the job goes on
+
+Every code path exits with one of the ``EXIT_*`` constants below; ``EXIT_CODES``
+is the table the help text, the README and ``--output json`` show.
 """
 
 from __future__ import annotations
@@ -14,6 +27,48 @@ import typer
 from trainplane.cli.client import DEFAULT_URL, ApiClient, ApiError
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 3
+EXIT_THRESHOLD = 4
+EXIT_TIMEOUT = 5
+EXIT_UNREACHABLE = 6
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "succeeded (and every --fail-on gate passed)",
+    EXIT_FAILED: "the job failed, or the server refused the request",
+    EXIT_USAGE: "bad usage or an invalid spec; nothing was submitted",
+    EXIT_CANCELLED: "the job was cancelled",
+    EXIT_THRESHOLD: "the job succeeded but a --fail-on gate failed",
+    EXIT_TIMEOUT: "gave up waiting after --timeout; the job goes on",
+    EXIT_UNREACHABLE: "the server could not be reached or was unavailable",
+    EXIT_INTERRUPTED: "interrupted while waiting; the job goes on",
+}
+
+# HTTP statuses that say "the request itself is wrong": nothing was done.
+USAGE_STATUSES = {400, 413, 415, 422}
+# Statuses (0: no answer at all) that say "try again later".
+UNAVAILABLE_STATUSES = {0, 502, 503, 504}
+
+
+def exit_code_table(indent: str = "") -> str:
+    return "\n".join(f"{indent}{code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
+
+
+def exit_code_for(error: ApiError) -> int:
+    if error.status in USAGE_STATUSES:
+        return EXIT_USAGE
+    if error.status in UNAVAILABLE_STATUSES:
+        return EXIT_UNREACHABLE
+    return EXIT_FAILED
+
+
+def exit_code_for_status(status: str) -> int:
+    """How a job's final status ends a command that waited for it."""
+    return {"SUCCEEDED": EXIT_OK, "CANCELLED": EXIT_CANCELLED}.get(status, EXIT_FAILED)
 
 
 class State:
@@ -29,7 +84,7 @@ def say(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
+def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     say(message)
     return typer.Exit(code)
 
@@ -38,7 +93,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except ApiError as exc:
-        raise fail(str(exc), 2 if exc.status == 422 else 1) from None
+        raise fail(str(exc), exit_code_for(exc)) from None
 
 
 def pages(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,13 +35,34 @@ def events(lines: Iterator[str]) -> Iterator[Event]:
             data.append(line[5:].removeprefix(" "))
 
 
-def follow_logs(client: ApiClient, job_id: str) -> dict[str, str]:
-    """Print the job's logs as they come; returns the final status event."""
+class WaitTimeout(Exception):
+    """The caller's deadline passed before the job ended."""
+
+
+def _until(lines: Iterator[str], deadline: float | None) -> Iterator[str]:
+    # The server sends a keep-alive comment at least every 15 s, so a quiet
+    # job still lets the deadline be checked.
+    for line in lines:
+        if deadline is not None and time.monotonic() > deadline:
+            raise WaitTimeout
+        yield line
+
+
+def follow_logs(
+    client: ApiClient,
+    job_id: str,
+    *,
+    deadline: float | None = None,
+    logs_to_stderr: bool = False,
+) -> dict[str, str]:
+    """Print the job's logs as they come (on stdout unless ``logs_to_stderr``);
+    returns the final status event. Raises WaitTimeout after ``deadline``
+    (``time.monotonic()``)."""
     try:
         with client.stream("GET", f"/v1/jobs/{job_id}/logs", params={"follow": "true"}) as lines:
-            for event in events(lines):
+            for event in events(_until(lines, deadline)):
                 if event.name == "log":
-                    typer.echo(event.data)
+                    typer.echo(event.data, err=logs_to_stderr)
                 elif event.name == "status":
                     status = json.loads(event.data)
                     if status["status"] not in TERMINAL:  # the end event reports those

@@ -1,20 +1,16 @@
-"""``submit`` and ``jobs list|get|cancel|events|logs|metrics|checkpoints|compare``."""
+"""``jobs list|get|cancel|events|logs|metrics|checkpoints|compare``."""
 
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from trainplane.cli.client import ApiClient, ApiError
-from trainplane.cli.common import TERMINAL, State, call, fail, pages, say
+from trainplane.cli.client import ApiError
+from trainplane.cli.common import State, call, exit_code_for, exit_code_for_status, fail, pages, say
 from trainplane.cli.follow import follow_logs
 from trainplane.cli.output import (
-    describe_model,
-    describe_tracking,
     print_checkpoints,
     print_comparison,
     print_events,
@@ -22,106 +18,8 @@ from trainplane.cli.output import (
     print_jobs,
     print_metrics,
 )
-from trainplane.cli.specfile import SpecFileError, load_spec_file
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
-
-# After a job ends, --wait waits this long (by default) for its MLflow run to be
-# closed and its model registered.
-TRACKING_WAIT_SECONDS = 120.0
-
-
-def submit(
-    file: Annotated[Path, typer.Argument(help="Job spec, YAML or JSON.")],
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a field: --set resources.gpus=4 (repeatable)."),
-    ] = None,
-    idempotency_key: Annotated[
-        str | None, typer.Option(help="Resubmitting with the same key returns the same job.")
-    ] = None,
-    wait: Annotated[
-        bool, typer.Option(help="Wait for the job to end; exit 0 only if it SUCCEEDED.")
-    ] = False,
-    follow: Annotated[
-        bool, typer.Option(help="Print the job's logs until it ends (implies --wait).")
-    ] = False,
-    timeout: Annotated[
-        float | None, typer.Option(help="Give up waiting after this many seconds.")
-    ] = None,
-    tracking_timeout: Annotated[
-        float,
-        typer.Option(
-            help="With --wait or --follow: once the job ended, wait this long for its MLflow "
-            "run to be complete and its model registered."
-        ),
-    ] = TRACKING_WAIT_SECONDS,
-) -> None:
-    """Submit a job; prints its id."""
-    try:
-        spec = load_spec_file(file, set_ or [])
-    except SpecFileError as exc:
-        raise fail(str(exc), 2) from None
-    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-    client = State.client()
-    job = call(client.post, "/v1/jobs", spec, headers=headers)
-    typer.echo(job["id"])
-    say(f"job {job['id']} ({job['name']}) {job['status']}: {job['reason']}")
-    if follow:
-        call(follow_logs, client, job["id"])
-        _report_end(client, job["id"], tracking_timeout)
-    if wait:
-        _wait_for(client, job, timeout)
-        _report_end(client, job["id"], tracking_timeout)
-
-
-def _report_end(client: ApiClient, job_id: str, tracking_timeout: float) -> None:
-    final = _wait_for_tracking(client, call(client.get, f"/v1/jobs/{job_id}"), tracking_timeout)
-    say(f"job {job_id} {final['status']}: {final['reason']}")
-    tracking = final["tracking"]
-    if tracking["run_id"]:
-        say(f"mlflow {describe_tracking(tracking)}")
-    if final.get("registered_model"):
-        say(f"registered model {describe_model(final['registered_model'])}")
-    if tracking["error"]:
-        say(f"mlflow: {tracking['error']}")
-    say(f"logs: trainplane jobs logs {job_id}   events: trainplane jobs events {job_id}")
-    raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
-
-
-def _wait_for_tracking(client: ApiClient, job: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """An ended job's run is closed (and its model registered) by the tracking
-    loop a moment later; wait for that, a bounded time, so what is printed is
-    final. A job's tracking never fails it: on time-out the run is completed
-    in the background."""
-    deadline = time.monotonic() + timeout
-    shown = None
-    while job["tracking"]["status"] in ("pending", "active"):
-        error = job["tracking"]["error"]
-        if error and error != shown:
-            say(f"mlflow: {error}; retrying")
-            shown = error
-        if time.monotonic() > deadline:
-            say(f"the MLflow run is not complete after {timeout:g}s; it will be in the background")
-            break
-        time.sleep(0.5)
-        job = call(client.get, f"/v1/jobs/{job['id']}")
-    return job
-
-
-def _wait_for(client: ApiClient, job: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-    deadline = None if timeout is None else time.monotonic() + timeout
-    seen = (job["status"], job["reason"])
-    while job["status"] not in TERMINAL:
-        if deadline is not None and time.monotonic() > deadline:
-            raise fail(f"gave up waiting after {timeout:g}s; job {job['id']} is {job['status']}")
-        time.sleep(1.0)
-        job = call(client.get, f"/v1/jobs/{job['id']}")
-        # The end is reported once, with the run and model, by _report_end.
-        if (job["status"], job["reason"]) != seen and job["status"] not in TERMINAL:
-            seen = (job["status"], job["reason"])
-            say(f"job {job['id']} {job['status']}: {job['reason']}")
-    return job
 
 
 @jobs_app.command("list")
@@ -208,9 +106,9 @@ def jobs_logs(
         try:
             final = follow_logs(client, job_id)
         except ApiError as exc:
-            raise fail(str(exc)) from None
+            raise fail(str(exc), exit_code_for(exc)) from None
         say(f"job {job_id} {final['status']}: {final['reason']}")
-        raise typer.Exit(0 if final["status"] == "SUCCEEDED" else 1)
+        raise typer.Exit(exit_code_for_status(final["status"]))
     typer.echo(call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt), nl=False)
 
 

@@ -61,8 +61,7 @@ def print_job(job: dict[str, Any]) -> None:
             f"{attempt['cluster'] or '-'}{code} {attempt['reason']}".rstrip()
         )
     if job.get("latest_metrics"):
-        shown = " ".join(f"{k}={_number(v)}" for k, v in sorted(job["latest_metrics"].items()))
-        typer.echo(f"{'metrics:':14}{shown}")
+        typer.echo(f"{'metrics:':14}{metrics_line(job['latest_metrics'])}")
     tracking = job.get("tracking")
     if tracking:
         typer.echo(f"{'mlflow:':14}{describe_tracking(tracking)}")
@@ -72,6 +71,10 @@ def print_job(job: dict[str, Any]) -> None:
         typer.echo(f"{'model:':14}{describe_model(job['registered_model'])}")
     typer.echo("spec:")
     typer.echo(json.dumps(job["spec"], indent=2))
+
+
+def metrics_line(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={_number(v)}" for k, v in sorted(metrics.items()))
 
 
 def describe_tracking(tracking: dict[str, Any]) -> str:

@@ -1,0 +1,423 @@
+"""``submit``: send a spec, and with ``--wait`` see the job through to its end
+the way a CI pipeline needs it: progress on stderr, ``--fail-on`` gates on the
+final metrics, one JSON result on stdout (``--output json``) and an exit code
+that says what happened (the table is in ``trainplane.cli.common``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainplane.cli.ci import MissingCiVariables, derive_key
+from trainplane.cli.client import ApiClient, ApiError
+from trainplane.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_THRESHOLD,
+    EXIT_TIMEOUT,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    TERMINAL,
+    UNAVAILABLE_STATUSES,
+    State,
+    exit_code_for,
+    exit_code_table,
+    say,
+)
+from trainplane.cli.follow import WaitTimeout, follow_logs
+from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
+from trainplane.cli.output import describe_model, describe_tracking, metrics_line
+from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
+from trainplane.cli.specfile import SpecFileError, load_spec_file
+
+# After a job ends, --wait waits this long (by default) for its MLflow run to be
+# closed and its model registered.
+TRACKING_WAIT_SECONDS = 120.0
+POLL_SECONDS = 1.0
+# While waiting, a server that stopped answering is retried this long (by default).
+RECONNECT_SECONDS = 300.0
+RECONNECT_POLL_SECONDS = 2.0
+
+# What each exit code is called in --output json.
+OUTCOMES = {
+    EXIT_OK: "succeeded",
+    EXIT_FAILED: "failed",
+    EXIT_USAGE: "invalid",
+    EXIT_CANCELLED: "cancelled",
+    EXIT_THRESHOLD: "threshold_failed",
+    EXIT_TIMEOUT: "timed_out",
+    EXIT_UNREACHABLE: "unreachable",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+# One line per paragraph: the help formatter wraps them to the terminal.
+HELP = "\n\n".join(
+    [
+        "Submit a job; prints its id (with --output json: the job, as JSON).",
+        "With --wait (implied by --follow and --fail-on) it waits for the job to end, "
+        "printing status changes and progress on stderr, and exits with a code that says "
+        "how it ended. With --output json the result (status, final metrics, gates, MLflow "
+        "run, registered model, exit code) is one JSON object on stdout.",
+        "In GitHub Actions or GitLab CI (or with TRAINPLANE_CI_RUN_ID set) an idempotency "
+        "key is derived from the pipeline run, the step and the spec, so a retried step "
+        "finds the job it started instead of starting a second one. Elsewhere, pass "
+        "--idempotency-key.",
+        "Exit codes:",
+        exit_code_table("  "),
+    ]
+)
+
+
+def _check_gates(values: list[str] | None) -> list[str] | None:
+    for value in values or []:
+        try:
+            Gate.parse(value)
+        except GateSyntaxError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return values
+
+
+@dataclass
+class Result:
+    """What ``--output json`` prints at the end, built up as the command goes."""
+
+    as_json: bool
+    dashboard: str
+    job: dict[str, Any] | None = None
+    created: bool | None = None
+    idempotency_key: str | None = None
+    gates: list[GateResult] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def finish(self, code: int, message: str) -> typer.Exit:
+        """Say how it ended (stderr), print the JSON result (stdout), exit."""
+        say(message)
+        if self.as_json:
+            typer.echo(json.dumps(self.summary(code, message), indent=2))
+        return typer.Exit(code)
+
+    def summary(self, code: int, message: str) -> dict[str, Any]:
+        job = self.job or {}
+        tracking = job.get("tracking") or {}
+        return {
+            "id": job.get("id"),
+            "name": job.get("name"),
+            "project": job.get("project"),
+            "status": job.get("status"),
+            "reason": job.get("reason"),
+            "created": self.created,
+            "idempotency_key": self.idempotency_key,
+            "url": f"{self.dashboard}/jobs/{job['id']}" if job.get("id") else None,
+            "progress": job.get("progress"),
+            "metrics": job.get("latest_metrics") or {},
+            "thresholds": [result.as_json() for result in self.gates],
+            "tracking": {
+                key: tracking.get(key)
+                for key in ("status", "experiment", "run_id", "run_url", "error")
+            }
+            if tracking
+            else None,
+            "registered_model": job.get("registered_model"),
+            "exit_code": code,
+            "outcome": OUTCOMES[code],
+            "exit_meaning": EXIT_CODES[code],
+            "message": message,
+            "errors": self.errors,
+        }
+
+
+def submit(
+    file: Annotated[Path, typer.Argument(help="Job spec, YAML or JSON.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a field; the value is read as YAML (numbers, lists, mappings): "
+            "--set resources.gpus=4, --set entrypoint.command.1=train.py (repeatable).",
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Resubmitting with the same key (and spec) returns the same job. "
+            "Default in CI: derived from the pipeline run, the step and the spec."
+        ),
+    ] = None,
+    no_idempotency_key: Annotated[
+        bool,
+        typer.Option("--no-idempotency-key", help="Send no key, even in CI: always a new job."),
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(help="Wait for the job to end; exit 0 only if it SUCCEEDED (and passed)."),
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option(help="Print the job's logs until it ends (implies --wait).")
+    ] = False,
+    fail_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Fail (exit 4) when the job's final metric matches, e.g. 'eval_loss>2.0' "
+            "(> >= < <= == !=; repeatable; a metric never reported fails too). "
+            "Implies --wait.",
+            callback=_check_gates,
+        ),
+    ] = None,
+    output: Annotated[
+        OutputFormat,
+        typer.Option(help="text: the job id on stdout; json: one JSON object on stdout."),
+    ] = OutputFormat.text,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Give up waiting after this many seconds (exit 5; the job goes on)."),
+    ] = None,
+    progress_interval: Annotated[
+        float,
+        typer.Option(
+            envvar="TRAINPLANE_PROGRESS_INTERVAL",
+            min=0,
+            help="When stderr is not a terminal: seconds between progress lines.",
+        ),
+    ] = DEFAULT_INTERVAL,
+    reconnect_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="While waiting, how long to keep retrying a server that stopped answering "
+            "before giving up (exit 6).",
+        ),
+    ] = RECONNECT_SECONDS,
+    tracking_timeout: Annotated[
+        float,
+        typer.Option(
+            help="With --wait: once the job ended, wait this long for its MLflow "
+            "run to be complete and its model registered."
+        ),
+    ] = TRACKING_WAIT_SECONDS,
+) -> None:
+    as_json = output is OutputFormat.json
+    gates = [Gate.parse(expression) for expression in fail_on or []]
+    waiting = wait or follow or bool(gates)
+    if idempotency_key and no_idempotency_key:
+        raise typer.BadParameter(
+            "--idempotency-key and --no-idempotency-key contradict each other",
+            param_hint="'--no-idempotency-key'",
+        )
+    result = Result(as_json, State.url.rstrip("/"))
+    try:
+        spec = load_spec_file(file, set_ or [])
+    except SpecFileError as exc:
+        raise result.finish(EXIT_USAGE, str(exc)) from None
+    result.idempotency_key = _choose_key(spec, idempotency_key, no_idempotency_key)
+    client = State.client()
+    try:
+        job, created = _post_job(client, spec, result.idempotency_key)
+    except ApiError as exc:
+        result.errors = exc.errors
+        raise result.finish(exit_code_for(exc), str(exc)) from None
+    result.job, result.created = job, created
+    _say_submitted(job, created)
+    if not waiting:
+        typer.echo(json.dumps(job, indent=2) if as_json else job["id"])
+        return
+    if not as_json:
+        typer.echo(job["id"])  # today's output: the id, first thing on stdout
+    say(f"dashboard: {result.dashboard}/jobs/{job['id']}")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    waiter = Waiter(client, reconnect_timeout, deadline)
+    try:
+        if follow:
+            follow_logs(client, job["id"], deadline=deadline, logs_to_stderr=as_json)
+            final = waiter.get(job["id"])
+        else:
+            printer = ProgressPrinter(
+                sys.stderr,
+                terminal=is_terminal(sys.stderr),
+                interval=progress_interval,
+                metrics=[gate.metric for gate in gates],
+            )
+            try:
+                final = waiter.wait(job, printer)
+            finally:
+                printer.close()
+        final = waiter.tracking(final, tracking_timeout)
+    except WaitTimeout:
+        result.job = waiter.last or result.job
+        current = result.job
+        raise result.finish(
+            EXIT_TIMEOUT,
+            f"gave up waiting after {timeout:g}s; job {current['id']} is {current['status']}: "
+            f"{current['reason']} (it goes on; trainplane jobs cancel {current['id']} stops it)",
+        ) from None
+    except ApiError as exc:
+        result.job = waiter.last or result.job
+        raise result.finish(exit_code_for(exc), str(exc)) from None
+    except KeyboardInterrupt:
+        result.job = waiter.last or result.job
+        raise result.finish(
+            EXIT_INTERRUPTED,
+            f"interrupted; job {job['id']} goes on (trainplane jobs cancel {job['id']} stops it)",
+        ) from None
+    result.job = final
+    _report_end(final)
+    code = _judge(final, gates, result)
+    raise result.finish(code, f"exit code {code}: {EXIT_CODES[code]}")
+
+
+def _choose_key(spec: dict[str, Any], given: str | None, none: bool) -> str | None:
+    if given:
+        say(f"idempotency key {given} (--idempotency-key)")
+        return given
+    if none:
+        return None
+    try:
+        derived = derive_key(os.environ, spec)
+    except MissingCiVariables as exc:
+        say(f"warning: {exc}")
+        return None
+    if derived is None:
+        return None
+    say(
+        f"idempotency key {derived.key} (from {derived.source}; --idempotency-key to choose "
+        "one, --no-idempotency-key for none)"
+    )
+    return derived.key
+
+
+def _post_job(
+    client: ApiClient, spec: dict[str, Any], key: str | None
+) -> tuple[dict[str, Any], bool]:
+    """The job, and whether this request created it (False: the key's earlier job)."""
+    headers = {"Idempotency-Key": key} if key else {}
+    response = client.send("POST", "/v1/jobs", json=spec, headers=headers)
+    replayed = response.headers.get("Idempotent-Replayed", "").lower() == "true"
+    return response.json(), not replayed
+
+
+def _say_submitted(job: dict[str, Any], created: bool) -> None:
+    if created:
+        say(f"job {job['id']} ({job['name']}) {job['status']}: {job['reason']}")
+        return
+    say(
+        f"reusing job {job['id']} ({job['name']}), submitted earlier with this idempotency "
+        f"key; it is {job['status']}: {job['reason']}"
+    )
+    if job["status"] in TERMINAL and job["status"] != "SUCCEEDED":
+        say(
+            "it ended already; to run the spec again, pass a new --idempotency-key "
+            "(or --no-idempotency-key)"
+        )
+
+
+class Waiter:
+    """Reads the job until it ends, riding out a server that stops answering
+    for a while (a restart, a network blip) instead of failing the pipeline."""
+
+    def __init__(self, client: ApiClient, reconnect: float, deadline: float | None) -> None:
+        self.client = client
+        self.reconnect = reconnect
+        self.deadline = deadline
+        self.last: dict[str, Any] | None = None
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        lost_at = None
+        while True:
+            try:
+                job = self.client.get(f"/v1/jobs/{job_id}")
+            except ApiError as exc:
+                if exc.status not in UNAVAILABLE_STATUSES:
+                    raise
+                now = time.monotonic()
+                if lost_at is None:
+                    lost_at = now
+                    say(f"{exc}; retrying for up to {self.reconnect:g}s")
+                if now - lost_at >= self.reconnect:
+                    raise
+                if self._past_deadline():
+                    raise WaitTimeout from None
+                time.sleep(RECONNECT_POLL_SECONDS)
+                continue
+            if lost_at is not None:
+                say(f"the server answers again after {time.monotonic() - lost_at:.0f}s")
+            self.last = job
+            return job
+
+    def wait(self, job: dict[str, Any], printer: ProgressPrinter) -> dict[str, Any]:
+        printer.seen = (job["status"], job["reason"])  # submit said it already
+        printer.update(job, terminal_status=job["status"] in TERMINAL)
+        while job["status"] not in TERMINAL:
+            if self._past_deadline():
+                raise WaitTimeout
+            time.sleep(POLL_SECONDS)
+            job = self.get(job["id"])
+            # The end is reported once, with the run and model, by _report_end.
+            printer.update(job, terminal_status=job["status"] in TERMINAL)
+        return job
+
+    def tracking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """An ended job's run is closed (and its model registered) by the tracking
+        loop a moment later; wait for that, a bounded time, so what is printed is
+        final. A job's tracking never fails it: on time-out the run is completed
+        in the background."""
+        deadline = time.monotonic() + timeout
+        shown = None
+        while job["tracking"]["status"] in ("pending", "active"):
+            error = job["tracking"]["error"]
+            if error and error != shown:
+                say(f"mlflow: {error}; retrying")
+                shown = error
+            if time.monotonic() > deadline:
+                say(
+                    f"the MLflow run is not complete after {timeout:g}s; "
+                    "it will be in the background"
+                )
+                break
+            time.sleep(0.5)
+            job = self.get(job["id"])
+        return job
+
+
+def _report_end(final: dict[str, Any]) -> None:
+    job_id = final["id"]
+    say(f"job {job_id} {final['status']}: {final['reason']}")
+    if final.get("latest_metrics"):
+        say(f"final metrics: {metrics_line(final['latest_metrics'])}")
+    tracking = final["tracking"]
+    if tracking["run_id"]:
+        say(f"mlflow {describe_tracking(tracking)}")
+    if final.get("registered_model"):
+        say(f"registered model {describe_model(final['registered_model'])}")
+    if tracking["error"]:
+        say(f"mlflow: {tracking['error']}")
+    say(f"logs: trainplane jobs logs {job_id}   events: trainplane jobs events {job_id}")
+
+
+def _judge(final: dict[str, Any], gates: list[Gate], result: Result) -> int:
+    status = final["status"]
+    if status != "SUCCEEDED":
+        result.gates = [not_checked(gate, status) for gate in gates]
+        return EXIT_CANCELLED if status == "CANCELLED" else EXIT_FAILED
+    result.gates = [gate.check(final.get("latest_metrics") or {}) for gate in gates]
+    for checked in result.gates:
+        say(f"gate {checked.gate.expression}: {checked.message}")
+    return EXIT_OK if all(checked.passed for checked in result.gates) else EXIT_THRESHOLD

@@ -1,0 +1,124 @@
+"""The CLI's fixtures: a real ``trainplane server`` per test (on each database
+backend), the CLI in-process (typer's runner) or as the installed command in
+a process of its own, and an environment with no CI variables in it, so the
+tests behave the same on a laptop and inside a CI pipeline."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainplane.cli.ci import CI_SYSTEMS, GENERIC_VARIABLE
+from trainplane.cli.main import app
+from trainplane.testing.server import ServerProcess
+
+TRAINPLANE = Path(sys.executable).with_name("trainplane")
+
+SPEC = {
+    "kind": "train",
+    "name": "cli-job",
+    "entrypoint": {"command": ["python", "train.py"], "working_dir": "code"},
+    "resources": {"gpus": 2},
+    "checkpoint": {"storage": "ckpt"},
+}
+
+# Every variable the CLI reads to derive an idempotency key or to pace its output.
+CI_VARIABLES = sorted(
+    {GENERIC_VARIABLE, "TRAINPLANE_PROGRESS_INTERVAL", "TRAINPLANE_TOKEN", "TRAINPLANE_URL"}
+    | {system.marker for system in CI_SYSTEMS}
+    | {name for system in CI_SYSTEMS for name in system.variables}
+)
+
+
+@pytest.fixture(autouse=True)
+def _outside_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite itself may run in GitHub Actions or GitLab CI: without this,
+    # every submit would derive the same key from the suite's own pipeline.
+    for name in CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without CI variables, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES}
+    return {**env, **extra}
+
+
+def run_cli(
+    url: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The installed command, as a CI step runs it: its own process, stdout
+    and stderr pipes (not a terminal)."""
+    return subprocess.run(
+        [str(TRAINPLANE), *args],
+        env=clean_env(TRAINPLANE_URL=url, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def server(settings, tmp_path):
+    env = {
+        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
+        "TRAINPLANE_HOME": str(tmp_path / "home"),
+    }
+    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
+        yield process
+
+
+@pytest.fixture
+def cli(server):
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(app, ["--url", server.url, *args], catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def spec_file(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    return path
+
+
+@pytest.fixture(scope="module")
+def shared_server(_sqlite_template, tmp_path_factory) -> Iterator[ServerProcess]:
+    """One SQLite server per module, for what does not depend on the database."""
+    home = tmp_path_factory.mktemp("shared-server")
+    shutil.copyfile(_sqlite_template, home / "trainplane.db")
+    env = {
+        "TRAINPLANE_DATABASE_URL": f"sqlite:///{home / 'trainplane.db'}",
+        "TRAINPLANE_HOME": str(home),
+    }
+    with ServerProcess(env, log_path=home / "server.log") as process:
+        yield process
+
+
+@pytest.fixture
+def shared_cli(shared_server):
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(app, ["--url", shared_server.url, *args], catch_exceptions=False)
+
+    return run
+
+
+def job_ids(server) -> list[str]:
+    items = httpx.get(f"{server.url}/v1/jobs", params={"limit": 200}, timeout=10).json()["items"]
+    return [j["id"] for j in items]
