@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from trainplane.cli import jobs, servers, submit
+from trainplane.cli import jobs, plan, servers, submit
 from trainplane.cli.client import DEFAULT_URL
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
@@ -20,6 +20,7 @@ app.command()(servers.up)
 app.command()(servers.server)
 app.command()(servers.scheduler)
 app.command(help=submit.HELP)(submit.submit)
+app.command()(plan.plan)
 app.add_typer(servers.db_app, name="db")
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(clusters_app, name="clusters")

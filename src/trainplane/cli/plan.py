@@ -1,0 +1,104 @@
+"""``plan``: a dry run of ``submit``. The server validates the spec, checks
+what it refers to (datasets, the base model) and says where the job would run;
+nothing is created. Fields of the answer this version does not know (memory
+estimates, cost, ...) are shown as they come."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainplane.cli.client import ApiError
+from trainplane.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, State, exit_code_for, say
+from trainplane.cli.specfile import SpecFileError, load_spec_file
+from trainplane.cli.submit import OutputFormat
+
+PLAN_PATH = "/v1/jobs/plan"
+# Shown in their own way; every other field of the answer is shown as it is.
+KNOWN_FIELDS = ("valid", "spec", "checks", "placement")
+
+
+def plan(
+    file: Annotated[Path, typer.Argument(help="Job spec, YAML or JSON.")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a field, as for submit (repeatable)."),
+    ] = None,
+    output: Annotated[
+        OutputFormat, typer.Option(help="text, or json: the server's answer as JSON.")
+    ] = OutputFormat.text,
+) -> None:
+    """Check a spec without submitting it: validation, datasets and model,
+    placement. Exit 0 when it is valid, 2 when it is not (the message names the
+    field); nothing is created."""
+    as_json = output is OutputFormat.json
+    try:
+        spec = load_spec_file(file, set_ or [])
+    except SpecFileError as exc:
+        if as_json:
+            typer.echo(json.dumps({"valid": False, "detail": str(exc), "errors": []}, indent=2))
+        say(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
+    try:
+        answer = State.client().post(PLAN_PATH, spec)
+    except ApiError as exc:
+        raise _refused(exc, as_json) from None
+    valid = answer.get("valid", True) is not False
+    if as_json:
+        typer.echo(json.dumps(answer, indent=2))
+    else:
+        print_plan(answer)
+    raise typer.Exit(EXIT_OK if valid else EXIT_USAGE)
+
+
+def _refused(exc: ApiError, as_json: bool) -> typer.Exit:
+    code = exit_code_for(exc)
+    message = str(exc)
+    if exc.status == 404:
+        code = EXIT_FAILED
+        message = f"this server has no {PLAN_PATH} (it predates trainplane plan; upgrade it): {exc}"
+    if as_json:
+        body = exc.body or {"status": exc.status, "detail": exc.detail, "errors": exc.errors}
+        typer.echo(json.dumps({"valid": False if code == EXIT_USAGE else None, **body}, indent=2))
+    say(message)
+    return typer.Exit(code)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def print_plan(answer: dict[str, Any]) -> None:
+    spec = answer.get("spec") or {}
+    valid = answer.get("valid", True) is not False
+    what = " ".join(str(spec[key]) for key in ("kind", "name") if spec.get(key))
+    typer.echo(f"{'valid' if valid else 'NOT valid'}{': ' + what if what else ''}")
+    checks = answer.get("checks") or []
+    if checks:
+        typer.echo("checks:")
+        width = max(len(str(check.get("name", ""))) for check in checks)
+        for check in checks:
+            mark = "ok  " if check.get("ok") else "FAIL"
+            name = str(check.get("name", "")).ljust(width)
+            typer.echo(f"  {mark}  {name}  {check.get('detail', '')}".rstrip())
+    placement = answer.get("placement")
+    if isinstance(placement, dict):
+        cluster = placement.get("cluster") or "none"
+        now = placement.get("can_start_now")
+        start = {True: "can start now", False: "cannot start now"}.get(now, "")
+        reason = placement.get("reason") or ""
+        typer.echo(
+            "placement: "
+            + "; ".join(part for part in (f"cluster {cluster}", start, reason) if part)
+        )
+        for key, value in placement.items():
+            if key not in ("cluster", "can_start_now", "reason"):
+                typer.echo(f"  {key}: {_show(value)}")
+    elif placement is not None:
+        typer.echo(f"placement: {_show(placement)}")
+    for key, value in answer.items():
+        if key not in KNOWN_FIELDS:
+            typer.echo(f"{key}: {_show(value)}")

@@ -1,0 +1,77 @@
+"""``trainplane plan``: the dry run of ``POST /v1/jobs/plan`` against a real
+server, one per module (SQLite; the endpoint's own tests cover the backends).
+Nothing is created by a plan."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import yaml
+
+from tests.cli.conftest import job_ids
+from trainplane.cli.common import EXIT_OK, EXIT_USAGE
+
+
+def test_a_valid_spec_prints_its_placement_and_creates_nothing(
+    shared_cli, shared_server, spec_file
+):
+    before = job_ids(shared_server)
+    result = shared_cli("plan", str(spec_file), "--set", "resources.gpus=1")
+    assert result.exit_code == EXIT_OK, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "valid: train cli-job"
+    # No cluster is registered: it would wait, and says why.
+    assert re.search(r"^placement: cluster none; cannot start now; \S", result.stdout, re.M)
+    # A field this CLI does not know of is shown as it comes.
+    assert re.search(r"^  queue_position: 1$", result.stdout, re.M), result.stdout
+    assert job_ids(shared_server) == before
+
+
+def test_plan_output_json_is_the_servers_answer(shared_cli, spec_file):
+    result = shared_cli("plan", str(spec_file), "--output", "json")
+    assert result.exit_code == EXIT_OK, result.output
+    plan = json.loads(result.stdout)
+    assert plan["valid"] is True and plan["checks"] == []
+    assert plan["spec"]["name"] == "cli-job" and plan["spec"]["resources"]["gpus"] == 2
+    assert plan["placement"]["can_start_now"] is False
+
+
+def test_a_fine_tune_plan_shows_what_was_checked(shared_cli, finetune_files, tmp_path):
+    path = tmp_path / "finetune.yaml"
+    path.write_text(yaml.safe_dump(finetune_files.spec(resources={"gpus": 1})))
+    result = shared_cli("plan", str(path))
+    assert result.exit_code == EXIT_OK, result.output
+    checks = {name: mark for mark, name in re.findall(r"^  (ok|FAIL) +(\S+)", result.stdout, re.M)}
+    assert checks == {"base_model": "ok", "dataset.train": "ok", "dataset.eval": "ok"}
+    assert re.search(r"^  ok    dataset\.train  .*240", result.stdout, re.M), result.stdout
+
+
+def test_a_missing_dataset_exits_2_naming_the_field_and_creates_nothing(
+    shared_cli, shared_server, finetune_files, tmp_path
+):
+    spec = finetune_files.spec(resources={"gpus": 1})
+    spec["dataset"]["train"] = str(tmp_path / "missing.jsonl")
+    path = tmp_path / "finetune.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    before = job_ids(shared_server)
+
+    text = shared_cli("plan", str(path))
+    assert text.exit_code == EXIT_USAGE, text.output
+    assert "error 422" in text.stderr and "dataset.train" in text.stderr
+
+    as_json = shared_cli("plan", str(path), "--output", "json")
+    assert as_json.exit_code == EXIT_USAGE
+    problem = json.loads(as_json.stdout)
+    assert problem["valid"] is False and problem["status"] == 422
+    assert [e["field"] for e in problem["errors"]] == ["dataset.train"]
+    assert job_ids(shared_server) == before
+
+
+def test_an_unreadable_spec_file_exits_2(shared_cli, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("kind: [unclosed")
+    result = shared_cli("plan", str(path), "--output", "json")
+    assert result.exit_code == EXIT_USAGE
+    assert json.loads(result.stdout)["valid"] is False
+    assert "not valid YAML" in result.stderr
