@@ -135,18 +135,23 @@ def test_a_metric_over_its_threshold_exits_4_and_a_missing_metric_fails_its_gate
     }
     assert "gate perplexity>=12: failed: perplexity was never reported" in run.stderr
     assert "exit code 4: the job succeeded but a --fail-on gate failed" in run.stderr
+    assert result["message"] == (
+        "gate eval_loss>2.0: eval_loss=2.5: failed (fails when eval_loss>2.0); "
+        "gate perplexity>=12: failed: perplexity was never reported, so the gate cannot pass"
+    )
 
 
-def test_a_failed_job_exits_1_and_its_gates_are_not_checked(ci_server, tmp_path):
+def test_a_failed_job_exits_1_with_its_log_on_stderr_and_its_gates_not_checked(ci_server, tmp_path):
     spec = job_file(tmp_path, "ci-fails", STEPS=1, STEP_SLEEP=0, EXIT_CODE=1)
     run = run_cli(
-        ci_server, "submit", str(spec), "--wait", "--fail-on", "loss>9", "--output", "json"
+        ci_server, "submit", str(spec), "--follow", "--fail-on", "loss>9", "--output", "json"
     )
     assert run.returncode == EXIT_FAILED, run.stderr
-    result = json.loads(run.stdout)
+    result = json.loads(run.stdout)  # the job's log went to stderr, not into the JSON
     assert (result["status"], result["outcome"]) == ("FAILED", "failed")
     assert result["thresholds"][0]["passed"] is None
     assert "not checked: the job is FAILED" in result["thresholds"][0]["message"]
+    assert "step 1 {'loss': 2.0}" in run.stderr
     assert re.search(rf"job {result['id']} FAILED: .*exit code 1", run.stderr), run.stderr
 
 

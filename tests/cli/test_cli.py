@@ -73,9 +73,19 @@ def test_idempotency_key_from_the_cli(cli, spec_file):
     first = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7").stdout.strip()
     second = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7").stdout.strip()
     assert first == second
-    clash = cli("submit", str(spec_file), "--idempotency-key", "ci-run-7", "--set", "name=other")
+    clash = cli(
+        "submit",
+        str(spec_file),
+        "--idempotency-key",
+        "ci-run-7",
+        "--set",
+        "name=other",
+        "--output",
+        "json",
+    )
     assert clash.exit_code == 1
-    assert "409" in clash.stderr
+    assert "409" in clash.stderr and f"already used for job {first}" in clash.stderr
+    assert json.loads(clash.stdout)["outcome"] == "refused"
 
 
 def test_list_cancel_and_events(cli, spec_file):
@@ -98,6 +108,9 @@ def test_submit_wait_gives_up_after_timeout_with_exit_5(cli, spec_file):
     result = cli("submit", str(spec_file), "--wait", "--timeout", "1", "--output", "json")
     assert result.exit_code == EXIT_TIMEOUT == 5
     assert "gave up waiting after 1s" in result.stderr and "it goes on" in result.stderr
+    assert result.stderr.rstrip().endswith(
+        "exit code 5: gave up waiting after --timeout; the job goes on"
+    )
     summary = json.loads(result.stdout)
     assert (summary["status"], summary["outcome"], summary["exit_code"]) == (
         "QUEUED",

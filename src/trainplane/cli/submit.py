@@ -49,7 +49,8 @@ POLL_SECONDS = 1.0
 RECONNECT_SECONDS = 300.0
 RECONNECT_POLL_SECONDS = 2.0
 
-# What each exit code is called in --output json.
+# What each exit code is called in --output json (exit 1 before any job
+# exists is "refused").
 OUTCOMES = {
     EXIT_OK: "succeeded",
     EXIT_FAILED: "failed",
@@ -106,14 +107,19 @@ class Result:
     gates: list[GateResult] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
 
-    def finish(self, code: int, message: str) -> typer.Exit:
-        """Say how it ended (stderr), print the JSON result (stdout), exit."""
-        say(message)
+    def finish(
+        self, code: int, message: str, outcome: str | None = None, *, said: bool = False
+    ) -> typer.Exit:
+        """Say how it ended (stderr; ``said``: the message was shown already),
+        print the JSON result (stdout), exit."""
+        if not said:
+            say(message)
+        say(f"exit code {code}: {EXIT_CODES[code]}")
         if self.as_json:
-            typer.echo(json.dumps(self.summary(code, message), indent=2))
+            typer.echo(json.dumps(self.summary(code, message, outcome), indent=2))
         return typer.Exit(code)
 
-    def summary(self, code: int, message: str) -> dict[str, Any]:
+    def summary(self, code: int, message: str, outcome: str | None = None) -> dict[str, Any]:
         job = self.job or {}
         tracking = job.get("tracking") or {}
         return {
@@ -136,7 +142,7 @@ class Result:
             else None,
             "registered_model": job.get("registered_model"),
             "exit_code": code,
-            "outcome": OUTCOMES[code],
+            "outcome": outcome or OUTCOMES[code],
             "exit_meaning": EXIT_CODES[code],
             "message": message,
             "errors": self.errors,
@@ -231,7 +237,9 @@ def submit(
         job, created = _post_job(client, spec, result.idempotency_key)
     except ApiError as exc:
         result.errors = exc.errors
-        raise result.finish(exit_code_for(exc), str(exc)) from None
+        code = exit_code_for(exc)
+        # Exit 1 with no job: the server said no (a key reused for another spec, ...).
+        raise result.finish(code, str(exc), "refused" if code == EXIT_FAILED else None) from None
     result.job, result.created = job, created
     _say_submitted(job, created)
     if not waiting:
@@ -277,8 +285,8 @@ def submit(
         ) from None
     result.job = final
     _report_end(final)
-    code = _judge(final, gates, result)
-    raise result.finish(code, f"exit code {code}: {EXIT_CODES[code]}")
+    code, message = _judge(final, gates, result)
+    raise result.finish(code, message, said=True)
 
 
 def _choose_key(spec: dict[str, Any], given: str | None, none: bool) -> str | None:
@@ -412,12 +420,17 @@ def _report_end(final: dict[str, Any]) -> None:
     say(f"logs: trainplane jobs logs {job_id}   events: trainplane jobs events {job_id}")
 
 
-def _judge(final: dict[str, Any], gates: list[Gate], result: Result) -> int:
+def _judge(final: dict[str, Any], gates: list[Gate], result: Result) -> tuple[int, str]:
+    """The exit code, and in words why (for the JSON result; the log has it)."""
     status = final["status"]
+    ended = f"job {final['id']} {status}: {final['reason']}"
     if status != "SUCCEEDED":
         result.gates = [not_checked(gate, status) for gate in gates]
-        return EXIT_CANCELLED if status == "CANCELLED" else EXIT_FAILED
+        return (EXIT_CANCELLED if status == "CANCELLED" else EXIT_FAILED), ended
     result.gates = [gate.check(final.get("latest_metrics") or {}) for gate in gates]
     for checked in result.gates:
         say(f"gate {checked.gate.expression}: {checked.message}")
-    return EXIT_OK if all(checked.passed for checked in result.gates) else EXIT_THRESHOLD
+    failed = [checked for checked in result.gates if not checked.passed]
+    if failed:
+        return EXIT_THRESHOLD, "; ".join(f"gate {c.gate.expression}: {c.message}" for c in failed)
+    return EXIT_OK, ended
