@@ -154,3 +154,15 @@ def test_epochs_become_optimizer_steps():
     assert total_steps({"max_steps": 7, "epochs": None, "grad_accum": 4}, 100) == 7
     assert total_steps({"max_steps": None, "epochs": 2.5, "grad_accum": 4}, 30) == 18
     assert total_steps({"max_steps": None, "epochs": 1, "grad_accum": 8}, 3) == 1
+
+
+def test_the_example_fine_tune_is_a_valid_spec_with_valid_datasets():
+    from trainplane.cli.specfile import load_spec_file
+    from trainplane.jobs.spec import parse_spec
+
+    folder = Path(__file__).resolve().parents[2] / "examples" / "finetune"
+    spec = parse_spec(load_spec_file(folder / "job.yaml", []))
+    assert spec.base_model == str(folder / "tiny-llama")  # made by make_base_model.py
+    train = inputs.check_dataset("dataset.train", spec.dataset.train)
+    assert (train.rows, train.format) == (200, "prompt_completion")
+    assert inputs.check_dataset("dataset.eval", spec.dataset.eval).rows == 40
