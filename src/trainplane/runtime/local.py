@@ -44,7 +44,7 @@ def run_local(spec: dict[str, Any]) -> Any:
         dist.init_process_group(backend, rank=rank, world_size=world_size)
         created = True
     try:
-        return run_rank(
+        result = run_rank(
             spec,
             rank=rank,
             local_rank=local_rank,
@@ -53,6 +53,12 @@ def run_local(spec: dict[str, Any]) -> Any:
             node_rank=int(os.environ.get("GROUP_RANK", 0)),
             device=device,
         )
+        if created and world_size > 1:
+            # No rank tears the group down while another's collectives (a
+            # sharded model's last gathers) may still be in flight: a gloo
+            # group destroyed under pending work aborts the process.
+            dist.barrier()
+        return result
     finally:
         if created:
             dist.destroy_process_group()
