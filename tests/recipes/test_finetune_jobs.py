@@ -140,6 +140,10 @@ def test_a_lora_finetune_with_ddp_succeeds_and_its_adapter_loads_and_generates(
     assert sorted(evals) == [0, 20, 40, 60]
     logs = service.logs(job_id)
     assert "PeftModelForCausalLM (lora" in logs and "on 2 CPU worker(s)" in logs
+    # A LoRA checkpoint is the adapter and its optimizer state, not the base model.
+    checkpoints = service.http.get(f"/v1/jobs/{job_id}/checkpoints").json()["checkpoints"]
+    base_bytes = (service.slow_model / "model.safetensors").stat().st_size
+    assert checkpoints and all(c["size_bytes"] < base_bytes / 5 for c in checkpoints)
 
     job = service.tracked(job_id)
     assert job["registered_model"]["name"] == name and job["registered_model"]["version"] == "1"

@@ -181,3 +181,76 @@ def test_every_minutes_saves_on_time(tmp_path: Path) -> None:
         args={"step_sleep": 0.05},
     )
     assert len(steps_in(root)) >= 6
+
+
+def frozen_first_layer_loop(ctx: TrainContext, steps: int) -> dict[int, float]:
+    """Trains a net whose first layer is frozen (rebuilt the same every run,
+    as a fine-tune's base weights are), checkpointing without it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    model[0].requires_grad_(False)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    loader = ctx.data_loader(data, batch_size=8)
+    model, _ = ctx.prepare(
+        model,
+        lambda ps: torch.optim.AdamW([p for p in ps if p.requires_grad], lr=0.01),
+        save_frozen=False,
+    )
+    ctx.restore()
+    losses = {}
+    for x, y in loader.forever():
+        if ctx.global_step >= steps:
+            break
+        loss = ((model(x) - y) ** 2).mean()
+        ctx.backward(loss)
+        if ctx.step():
+            losses[ctx.global_step] = loss.item()
+            ctx.report({"loss": loss.item()})
+    return losses
+
+
+def saved_model_keys(folder: Path, strategy: str) -> set[str]:
+    if strategy == "ddp":
+        return set(torch.load(folder / "model.pt", weights_only=True))
+    if strategy == "fsdp":
+        import torch.distributed.checkpoint as dcp
+
+        metadata = dcp.FileSystemReader(str(folder / "dcp")).read_metadata()
+        return {k.removeprefix("model.") for k in metadata.state_dict_metadata if "model." in k}
+    (states,) = folder.rglob("*model_states.pt")
+    return set(torch.load(states, weights_only=False)["module"])
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed"])
+def test_a_checkpoint_without_the_frozen_parameters_resumes_exactly(
+    strategy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DeepSpeed sets these for itself; they must not leak into later tests.
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "DS_ACCELERATOR"):
+        monkeypatch.delenv(name, raising=False)
+    def context(root: Path) -> TrainContext:
+        spec = {
+            "kind": "train",
+            "entrypoint": {"function": "x:y"},
+            "strategy": {"type": strategy},
+            "checkpoint": {"every_steps": 5},
+        }
+        return TrainContext(
+            spec,
+            rank=0,
+            local_rank=0,
+            world_size=1,
+            device=torch.device("cpu"),
+            checkpoint_root=str(root),
+        )
+
+    whole = frozen_first_layer_loop(context(tmp_path / "a"), 10)
+    frozen_first_layer_loop(context(tmp_path / "b"), 5)
+    keys = saved_model_keys(tmp_path / "b" / "step-5", strategy)
+    assert keys and not any(key.startswith("0.") for key in keys), keys
+    assert {"2.weight", "2.bias"} <= keys
+    resumed_context = context(tmp_path / "b")
+    resumed = frozen_first_layer_loop(resumed_context, 10)
+    assert resumed_context.resumed_from is not None and sorted(resumed) == list(range(6, 11))
+    for step, loss in resumed.items():
+        assert loss == pytest.approx(whole[step], rel=1e-6, abs=1e-7), step

@@ -182,11 +182,18 @@ class TrainContext:
         model: torch.nn.Module,
         optimizer: OptimizerArg,
         lr_scheduler: Callable[[torch.optim.Optimizer], Any] | None = None,
+        *,
+        save_frozen: bool = True,
     ) -> tuple[Any, Any]:
         """Apply the job's strategy. ``optimizer`` is an optimizer over
         ``model.parameters()`` or a function of the parameters that builds one;
         ``lr_scheduler`` is a function of the final torch optimizer. Use the returned
-        model and optimizer from here on."""
+        model and optimizer from here on.
+
+        ``save_frozen=False`` leaves the parameters that do not train out of
+        checkpoints (for an adapter on a big frozen model, the checkpoint is
+        the adapter): only when the code before ``prepare`` rebuilds them the
+        same on resume, e.g. loads them from the same files."""
         if self._runner is not None:
             raise RuntimeError("prepare() is called once per TrainContext")
         if lr_scheduler is not None and not callable(lr_scheduler):
@@ -201,6 +208,7 @@ class TrainContext:
             grad_accum=self.grad_accum,
             max_grad_norm=self.max_grad_norm,
             micro_batch_size=self._loaders[0].batch_size if self._loaders else None,
+            save_frozen=save_frozen,
         )
         self._runner = make_runner(settings)
         if self._export is not None:

@@ -116,7 +116,9 @@ def train(ctx: TrainContext) -> dict[str, float]:
             ),
         )
 
-    model, _ = ctx.prepare(model, optimizer, lr_scheduler=schedule)
+    # The base weights come from base_model again on resume: a LoRA checkpoint
+    # is the adapter and its optimizer state.
+    model, _ = ctx.prepare(model, optimizer, lr_scheduler=schedule, save_frozen=not lora)
     ctx.restore()
 
     def evaluate() -> dict[str, float]:

@@ -26,6 +26,9 @@ class StrategySettings:
     grad_accum: int = 1
     max_grad_norm: float | None = None
     micro_batch_size: int | None = None
+    # False: checkpoints leave out the parameters that do not train (a LoRA
+    # fine-tune's base weights), which prepare() rebuilds the same on resume.
+    save_frozen: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -114,6 +117,30 @@ def rebuild_optimizer(
         params = [current[names_by_id[id(param)]] for param in group["params"]]
         groups.append({**settings, "params": params})
     return type(optimizer)(groups)
+
+
+def frozen_names(model: torch.nn.Module) -> set[str]:
+    """The state-dict names of the parameters that do not train (every name
+    of a shared one)."""
+    return {
+        name
+        for name, parameter in model.named_parameters(remove_duplicate=False)
+        if not parameter.requires_grad
+    }
+
+
+def without(state: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    return {key: value for key, value in state.items() if key not in names}
+
+
+def check_loaded(missing: list[str], unexpected: list[str], frozen: set[str]) -> None:
+    """A checkpoint without the frozen parameters must have all the others."""
+    lacking = [key for key in missing if key not in frozen]
+    if lacking or unexpected:
+        raise RuntimeError(
+            f"the checkpoint does not fit the model (missing {lacking[:5]}, "
+            f"unexpected {unexpected[:5]})"
+        )
 
 
 def on_host(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -12,9 +12,12 @@ from torch.nn.parallel import DistributedDataParallel
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
+    check_loaded,
     clip,
+    frozen_names,
     make_optimizer,
     on_host,
+    without,
 )
 
 
@@ -70,15 +73,22 @@ class DDPRunner(StrategyRunner):
         if self.settings.rank != 0:
             return  # every replica is the same
         assert self.optimizer is not None
-        torch.save(self.unwrapped().state_dict(), folder / "model.pt")
+        state = self.unwrapped().state_dict()
+        if not self.settings.save_frozen:
+            state = without(state, frozen_names(self.unwrapped()))
+        torch.save(state, folder / "model.pt")
         torch.save(self.optimizer.state_dict(), folder / "optimizer.pt")
 
     def load(self, folder: Path) -> None:
         assert self.optimizer is not None
         device = self.settings.device
-        self.unwrapped().load_state_dict(
-            torch.load(folder / "model.pt", map_location=device, weights_only=True)
-        )
+        model = self.unwrapped()
+        state = torch.load(folder / "model.pt", map_location=device, weights_only=True)
+        if self.settings.save_frozen:
+            model.load_state_dict(state)
+        else:
+            loaded = model.load_state_dict(state, strict=False)
+            check_loaded(loaded.missing_keys, loaded.unexpected_keys, frozen_names(model))
         self.optimizer.load_state_dict(
             torch.load(folder / "optimizer.pt", map_location=device, weights_only=True)
         )

@@ -141,7 +141,12 @@ class DeepSpeedRunner(StrategyRunner):
         self.model.step()
 
     def save(self, folder: Path) -> None:
-        self.model.save_checkpoint(str(folder), tag=DS_TAG, save_latest=False)
+        self.model.save_checkpoint(
+            str(folder),
+            tag=DS_TAG,
+            save_latest=False,
+            exclude_frozen_parameters=not self.settings.save_frozen,
+        )
 
     def load(self, folder: Path) -> None:
         path, _ = self.model.load_checkpoint(
@@ -149,6 +154,7 @@ class DeepSpeedRunner(StrategyRunner):
             tag=DS_TAG,
             load_optimizer_states=True,
             load_lr_scheduler_states=False,
+            load_module_strict=self.settings.save_frozen,
         )
         if path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")

@@ -80,15 +80,24 @@ class FSDPRunner(StrategyRunner):
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def _options(self) -> StateDictOptions:
+        # Without the frozen parameters, loading cannot be strict about them.
+        keep = self.settings.save_frozen
+        return StateDictOptions(ignore_frozen_params=not keep, strict=keep)
+
     def save(self, folder: Path) -> None:
-        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        model_state, optimizer_state = get_state_dict(
+            self.model, self.optimizer, options=self._options()
+        )
         dcp.save(
             {"model": model_state, "optimizer": optimizer_state},
             checkpoint_id=folder / DCP_FOLDER,
         )
 
     def load(self, folder: Path) -> None:
-        model_state, optimizer_state = get_state_dict(self.model, self.optimizer)
+        model_state, optimizer_state = get_state_dict(
+            self.model, self.optimizer, options=self._options()
+        )
         state = {"model": model_state, "optimizer": optimizer_state}
         dcp.load(state, checkpoint_id=folder / DCP_FOLDER)
         set_state_dict(
@@ -96,6 +105,7 @@ class FSDPRunner(StrategyRunner):
             self.optimizer,
             model_state_dict=state["model"],
             optim_state_dict=state["optimizer"],
+            options=self._options(),
         )
 
     def full_state_dict(self) -> dict[str, torch.Tensor] | None:
