@@ -228,6 +228,7 @@ def test_a_checkpoint_without_the_frozen_parameters_resumes_exactly(
     # DeepSpeed sets these for itself; they must not leak into later tests.
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "DS_ACCELERATOR"):
         monkeypatch.delenv(name, raising=False)
+
     def context(root: Path) -> TrainContext:
         spec = {
             "kind": "train",
