@@ -100,7 +100,7 @@ class Result:
     """What ``--output json`` prints at the end, built up as the command goes."""
 
     as_json: bool
-    dashboard: str
+    server: str  # the API's base URL
     job: dict[str, Any] | None = None
     created: bool | None = None
     idempotency_key: str | None = None
@@ -130,7 +130,7 @@ class Result:
             "reason": job.get("reason"),
             "created": self.created,
             "idempotency_key": self.idempotency_key,
-            "url": f"{self.dashboard}/jobs/{job['id']}" if job.get("id") else None,
+            "url": f"{self.server}/v1/jobs/{job['id']}" if job.get("id") else None,
             "progress": job.get("progress"),
             "metrics": job.get("latest_metrics") or {},
             "thresholds": [result.as_json() for result in self.gates],
@@ -247,7 +247,7 @@ def submit(
         return
     if not as_json:
         typer.echo(job["id"])  # today's output: the id, first thing on stdout
-    say(f"dashboard: {result.dashboard}/jobs/{job['id']}")
+    say(f"job: {result.server}/v1/jobs/{job['id']}")
     deadline = None if timeout is None else time.monotonic() + timeout
     waiter = Waiter(client, reconnect_timeout, deadline)
     try:
