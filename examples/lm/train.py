@@ -113,6 +113,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
     ctx.total_steps = steps
     ctx.restore()
     model.train()
+    loss = None
     for inputs, targets in loader.forever():
         if ctx.global_step >= steps:
             break
@@ -124,4 +125,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
             ctx.report({"loss": ctx.mean(loss.detach())})
             if args["step_sleep"]:
                 time.sleep(args["step_sleep"])
-    return {"final_loss": ctx.mean(loss.detach()), "steps": ctx.global_step}
+    # A run resumed from its final checkpoint (a worker lost after it was
+    # saved) trains no step here, so has no loss of its own to return.
+    final = ctx.mean(loss.detach()) if loss is not None else None
+    return {"final_loss": final, "steps": ctx.global_step}

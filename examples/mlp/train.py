@@ -68,6 +68,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
     ctx.restore()
     loss_fn = nn.CrossEntropyLoss()
     model.train()
+    loss = None
     for inputs, labels in loader.forever():
         if ctx.global_step >= args["steps"]:
             break
@@ -80,4 +81,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
             ctx.report({"loss": ctx.mean(loss.detach())})
             if args["step_sleep"]:
                 time.sleep(args["step_sleep"])
-    return {"final_loss": ctx.mean(loss.detach()), "steps": ctx.global_step}
+    # A run resumed from its final checkpoint (a worker lost after it was
+    # saved) trains no step here, so has no loss of its own to return.
+    final = ctx.mean(loss.detach()) if loss is not None else None
+    return {"final_loss": final, "steps": ctx.global_step}

@@ -255,3 +255,21 @@ def test_a_checkpoint_without_the_frozen_parameters_resumes_exactly(
     assert resumed_context.resumed_from is not None and sorted(resumed) == list(range(6, 11))
     for step, loss in resumed.items():
         assert loss == pytest.approx(whole[step], rel=1e-6, abs=1e-7), step
+
+
+def test_a_run_resumed_from_its_final_checkpoint_trains_nothing_and_ends_well(
+    tmp_path: Path,
+) -> None:
+    """What Ray Train does when a worker dies after the last checkpoint."""
+    root = str(tmp_path / "ckpt")
+    run(root, tmp_path, steps=10, checkpoint={"every_steps": 5})
+    spec = {
+        "kind": "train",
+        "entrypoint": {"function": "train:train_loop", "args": {"steps": 10, "hidden": 32}},
+        "checkpoint": {"every_steps": 5},
+    }
+    context = TrainContext(
+        spec, rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), checkpoint_root=root
+    )
+    assert mlp_train_loop()(context) == {"final_loss": None, "steps": 10}
+    assert context.resumed_from is not None and context.resumed_from.endswith("/step-10")
