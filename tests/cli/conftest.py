@@ -77,14 +77,19 @@ def server(settings, tmp_path):
         yield process
 
 
-@pytest.fixture
-def cli(server):
+def cli_for(server: ServerProcess):
+    """The CLI, in this process, against ``server``."""
     runner = CliRunner()
 
     def run(*args: str):
         return runner.invoke(app, ["--url", server.url, *args], catch_exceptions=False)
 
     return run
+
+
+@pytest.fixture
+def cli(server):
+    return cli_for(server)
 
 
 @pytest.fixture
@@ -111,12 +116,7 @@ def shared_server(_sqlite_template, tmp_path_factory) -> Iterator[ServerProcess]
 
 @pytest.fixture
 def shared_cli(shared_server):
-    runner = CliRunner()
-
-    def run(*args: str):
-        return runner.invoke(app, ["--url", shared_server.url, *args], catch_exceptions=False)
-
-    return run
+    return cli_for(shared_server)
 
 
 def job_ids(server) -> list[str]:

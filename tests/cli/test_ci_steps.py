@@ -20,6 +20,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.cli.ci_env import GITHUB, GITLAB
 from tests.cli.conftest import TRAINPLANE, clean_env, job_ids, run_cli
 from trainplane.cli.common import (
     EXIT_CANCELLED,
@@ -28,21 +29,6 @@ from trainplane.cli.common import (
     EXIT_USAGE,
 )
 from trainplane.testing.server import ServerProcess
-
-GITHUB = {
-    "GITHUB_ACTIONS": "true",
-    "GITHUB_REPOSITORY": "acme/models",
-    "GITHUB_RUN_ID": "9001",
-    "GITHUB_JOB": "finetune",
-    "GITHUB_RUN_ATTEMPT": "1",
-}
-GITLAB = {
-    "GITLAB_CI": "true",
-    "CI_PROJECT_ID": "42",
-    "CI_PIPELINE_ID": "777",
-    "CI_JOB_NAME": "finetune",
-    "CI_JOB_ID": "5001",
-}
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.cli.ci_env import GITHUB, GITLAB
 from trainplane.cli.ci import MissingCiVariables, derive_key
 from trainplane.cli.gates import Gate, GateSyntaxError
 from trainplane.cli.progress import ProgressPrinter, duration
@@ -158,22 +159,6 @@ def test_gates(expression, metrics, passed):
 def test_bad_gates_are_refused(bad):
     with pytest.raises(GateSyntaxError, match="METRIC OP NUMBER"):
         Gate.parse(bad)
-
-
-GITHUB = {
-    "GITHUB_ACTIONS": "true",
-    "GITHUB_REPOSITORY": "acme/models",
-    "GITHUB_RUN_ID": "9001",
-    "GITHUB_JOB": "finetune",
-    "GITHUB_RUN_ATTEMPT": "1",
-}
-GITLAB = {
-    "GITLAB_CI": "true",
-    "CI_PROJECT_ID": "42",
-    "CI_PIPELINE_ID": "777",
-    "CI_JOB_NAME": "train 1/2",
-    "CI_JOB_ID": "1",
-}
 
 
 def key(env, spec=None):
