@@ -96,3 +96,16 @@ def test_a_cluster_registered_elsewhere_is_seen_at_once(api, session):
     # capacity is now stale, but a refusal is always re-checked.
     make_cluster(session, "big", gpus=4)
     assert api.post("/v1/jobs", json=small_spec(gpus=4)).status_code == 201
+
+
+def test_clusters_show_the_queued_demand_they_could_run(api, session):
+    api.post("/v1/projects", json={"name": "default"})
+    api.post("/v1/clusters", json=LOCAL | {"name": "small", "gpus": 2})
+    api.post("/v1/clusters", json=LOCAL | {"name": "big", "gpus": 8})
+    for gpus in (1, 2, 4, 4):
+        assert api.post("/v1/jobs", json=small_spec(gpus=gpus)).status_code == 201
+    listed = api.get("/v1/clusters").json()
+    demand = {c["name"]: (c["queued_jobs"], c["queued_gpus"]) for c in listed["items"]}
+    # Nothing was placed (no scheduler runs here): every job waits.
+    assert demand == {"small": (2, 3), "big": (4, 11)}
+    assert (listed["queued_jobs"], listed["queued_gpus"]) == (4, 11)

@@ -21,7 +21,9 @@ from trainplane.api.routes import (
     models,
     progress,
     projects,
+    usage,
 )
+from trainplane.api.yaml_bodies import YamlBodies
 from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db import migrate
@@ -112,6 +114,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     problems.install(app)
 
+    # Added first, so it runs inside the size limit.
+    app.add_middleware(YamlBodies)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=MAX_BODY_BYTES,
@@ -124,4 +128,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)
     app.include_router(models.router)
+    app.include_router(usage.router)
     return app

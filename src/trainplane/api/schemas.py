@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy import Row
 
 from trainplane.api.tracking_schemas import RegisteredModelOut, TrackingOut
+from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobEvent, Project
 from trainplane.jobs.spec import Priority, ProjectName
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
@@ -21,6 +22,7 @@ from trainplane.services.plans import JobPlan
 from trainplane.services.progress import MetricsPage, Progress
 from trainplane.services.queue import QueueView
 from trainplane.services.tracking import tracking_view
+from trainplane.services.usage import JobUsage
 
 
 class ProjectCreate(BaseModel):
@@ -64,11 +66,19 @@ class JobSummary(BaseModel):
     updated_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    duration_seconds: float | None = Field(
+        default=None, description="From its first start to its end, or to now while it runs."
+    )
+    gpu_hours: float = Field(default=0.0, description="GPU time of all its attempts so far.")
+    cost: float = Field(default=0.0, description="gpu_hours at the prices of its clusters.")
 
     @classmethod
-    def fields_of(cls, row: Job | Row[Any], queue: QueueView | None) -> dict[str, Any]:
+    def fields_of(
+        cls, row: Job | Row[Any], queue: QueueView | None, usage: JobUsage | None = None
+    ) -> dict[str, Any]:
         """From a Job, or a row of ``trainplane.services.jobs.SUMMARY_COLUMNS``,
-        with the live queue view of a QUEUED job."""
+        with the live queue view of a QUEUED job and its GPU time so far."""
+        usage = usage or JobUsage()
         return {
             "id": row.id,
             "name": row.name,
@@ -86,11 +96,22 @@ class JobSummary(BaseModel):
             "updated_at": row.updated_at,
             "started_at": row.started_at,
             "finished_at": row.finished_at,
+            "duration_seconds": _duration(row.started_at, row.finished_at),
+            "gpu_hours": round(usage.gpu_hours, 6),
+            "cost": round(usage.cost, 6),
         }
 
     @classmethod
-    def from_row(cls, row: Job | Row[Any], queue: QueueView | None = None) -> JobSummary:
-        return cls(**cls.fields_of(row, queue))
+    def from_row(
+        cls, row: Job | Row[Any], queue: QueueView | None = None, usage: JobUsage | None = None
+    ) -> JobSummary:
+        return cls(**cls.fields_of(row, queue, usage))
+
+
+def _duration(started_at: datetime | None, finished_at: datetime | None) -> float | None:
+    if started_at is None:
+        return None
+    return max(0.0, ((finished_at or utcnow()) - started_at).total_seconds())
 
 
 class AttemptOut(BaseModel):
@@ -160,7 +181,7 @@ class JobOut(JobSummary):
             detail.tracking, job.spec, job.project_name, enabled=tracking_enabled
         )
         return cls(
-            **cls.fields_of(job, detail.queue),
+            **cls.fields_of(job, detail.queue, detail.usage),
             spec=job.spec,
             attempts=[AttemptOut.from_row(a) for a in detail.attempts],
             progress=ProgressOut.from_progress(Progress.of(latest) if latest else None),
@@ -357,6 +378,10 @@ class ClusterOut(BaseModel):
     checked_at: datetime | None
     gpus_in_use: int
     live_attempts: int
+    queued_jobs: int = Field(
+        default=0, description="Queued jobs, of every project, that this cluster could run."
+    )
+    queued_gpus: int = Field(default=0, description="The GPUs those queued jobs ask for.")
     created_at: datetime
 
     @classmethod
@@ -377,12 +402,16 @@ class ClusterOut(BaseModel):
             checked_at=c.checked_at,
             gpus_in_use=view.gpus_in_use,
             live_attempts=view.live_attempts,
+            queued_jobs=view.queued_jobs,
+            queued_gpus=view.queued_gpus,
             created_at=c.created_at,
         )
 
 
 class ClusterList(BaseModel):
     items: list[ClusterOut]
+    queued_jobs: int = Field(default=0, description="All queued jobs, of every project.")
+    queued_gpus: int = Field(default=0, description="The GPUs all queued jobs ask for.")
 
 
 class InputCheckOut(BaseModel):

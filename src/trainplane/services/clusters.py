@@ -18,8 +18,8 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import ConflictError, NotFoundError
 from trainplane.ids import new_id
-from trainplane.jobs.placement import ClusterState, Release
-from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
+from trainplane.jobs.placement import ClusterState, Demand, Release, can_ever_hold
+from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
 from trainplane.services.access import Caller
 
 READY = "READY"
@@ -33,6 +33,27 @@ class ClusterView:
     cluster: Cluster
     gpus_in_use: int
     live_attempts: int
+    # Queued jobs this cluster could run (each may also fit elsewhere).
+    queued_jobs: int = 0
+    queued_gpus: int = 0
+
+
+@dataclass(frozen=True)
+class QueuedDemand:
+    """All queued jobs, of every project: the demand the clusters share."""
+
+    jobs: int
+    gpus: int
+
+
+def queued_demand(session: Session) -> list[tuple[Demand, int]]:
+    """Queued jobs grouped by shape, with how many have each. Call inside a unit of work."""
+    rows = session.execute(
+        select(Job.gpus, Job.gpus_per_node, Job.gpu_type, func.count().label("jobs"))
+        .where(Job.status == JobStatus.QUEUED.value)
+        .group_by(Job.gpus, Job.gpus_per_node, Job.gpu_type)
+    )
+    return [(Demand("queued", r.gpus, r.gpus_per_node, r.gpu_type), r.jobs) for r in rows]
 
 
 def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster:
@@ -81,10 +102,28 @@ def list_clusters(session: Session, caller: Caller) -> list[ClusterView]:
             )
         }
         clusters = list(session.scalars(select(Cluster).order_by(Cluster.name)))
-    return [
-        ClusterView(c, int(usage.get(c.id, (0, 0))[0] or 0), int(usage.get(c.id, (0, 0))[1]))
-        for c in clusters
-    ]
+        demand = queued_demand(session)
+    views = []
+    for c in clusters:
+        gpus, attempts = usage.get(c.id, (0, 0))
+        shape = ClusterState(c.id, c.name, c.accelerator, c.gpus, c.gpus_per_node)
+        fitting = [(d, n) for d, n in demand if can_ever_hold(shape, d)]
+        views.append(
+            ClusterView(
+                c,
+                int(gpus or 0),
+                int(attempts),
+                queued_jobs=sum(n for _, n in fitting),
+                queued_gpus=sum(d.gpus * n for d, n in fitting),
+            )
+        )
+    return views
+
+
+def total_queued_demand(session: Session) -> QueuedDemand:
+    with read_only(session):
+        demand = queued_demand(session)
+    return QueuedDemand(jobs=sum(n for _, n in demand), gpus=sum(d.gpus * n for d, n in demand))
 
 
 def remove_cluster(session: Session, caller: Caller, name: str) -> None:

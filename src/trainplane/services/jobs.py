@@ -33,6 +33,7 @@ from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_submission, set_status
+from trainplane.services.usage import JobUsage, job_usage
 
 QUEUED_REASON = "waiting for the scheduler"
 
@@ -215,6 +216,7 @@ class JobDetail:
     attempts: list[AttemptRow]
     queue: QueueView | None  # for QUEUED jobs: position and why it waits
     tracking: JobTracking | None = None  # its MLflow run, once it was placed
+    usage: JobUsage | None = None  # GPU time and cost so far
 
     @property
     def latest_metrics(self) -> dict[str, float]:
@@ -244,7 +246,8 @@ def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
             )
         ]
         tracking = session.get(JobTracking, job_id)
-        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id), tracking)
+        usage = job_usage(session, [job_id], utcnow()).get(job_id)
+        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id), tracking, usage)
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,7 @@ class Page:
     items: list[Row[Any]]  # SUMMARY_COLUMNS
     next_cursor: str | None
     queue: dict[str, QueueView]
+    usage: dict[str, JobUsage]
 
 
 def list_jobs(
@@ -310,8 +314,9 @@ def list_jobs(
         more = len(rows) > limit
         rows = rows[:limit]
         queue = queue_views(session, rows)
+        usage = job_usage(session, (r.id for r in rows), utcnow())
     next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
-    return Page(rows, next_cursor, queue)
+    return Page(rows, next_cursor, queue, usage)
 
 
 def cancel_job(session: Session, caller: Caller, job_id: str) -> JobDetail:

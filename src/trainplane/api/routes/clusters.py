@@ -27,7 +27,14 @@ def register_cluster(body: ClusterCreate, session: SessionDep, caller: CallerDep
 @router.get("", response_model=ClusterList)
 def list_clusters(session: SessionDep, caller: CallerDep) -> Response:
     views = cluster_service.list_clusters(session, caller)
-    return json_response(ClusterList(items=[ClusterOut.from_view(v) for v in views]))
+    demand = cluster_service.total_queued_demand(session)
+    return json_response(
+        ClusterList(
+            items=[ClusterOut.from_view(v) for v in views],
+            queued_jobs=demand.jobs,
+            queued_gpus=demand.gpus,
+        )
+    )
 
 
 @router.delete("/{name}", status_code=204)

@@ -19,6 +19,7 @@ from trainplane.api.schemas import (
     json_response,
 )
 from trainplane.api.tracking_schemas import ComparisonOut
+from trainplane.api.yaml_bodies import YAML_REQUEST_BODY
 from trainplane.jobs.spec import JobName, JobSpec, ProjectName
 from trainplane.jobs.states import JobStatus
 from trainplane.services import compare as compare_service
@@ -42,7 +43,7 @@ IdempotencyKey = Annotated[
 ]
 
 
-@router.post("", status_code=201, response_model=JobOut)
+@router.post("", status_code=201, response_model=JobOut, openapi_extra=YAML_REQUEST_BODY)
 def submit_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as in DESIGN.md.")],
     session: SessionDep,
@@ -80,13 +81,16 @@ def list_jobs(
     page = job_service.list_jobs(session, caller, filters, limit=limit, cursor=cursor)
     return json_response(
         JobPage(
-            items=[JobSummary.from_row(j, page.queue.get(j.id)) for j in page.items],
+            items=[
+                JobSummary.from_row(j, page.queue.get(j.id), page.usage.get(j.id))
+                for j in page.items
+            ],
             next_cursor=page.next_cursor,
         )
     )
 
 
-@router.post("/plan", response_model=PlanOut)
+@router.post("/plan", response_model=PlanOut, openapi_extra=YAML_REQUEST_BODY)
 def plan_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
     session: SessionDep,
