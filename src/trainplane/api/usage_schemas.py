@@ -16,9 +16,7 @@ class UsageTotals(BaseModel):
 
     @classmethod
     def of(cls, line: UsageLine) -> UsageTotals:
-        return cls(
-            gpu_hours=round(line.gpu_hours, 6), cost=round(line.cost, 6), jobs=len(line.jobs)
-        )
+        return cls(gpu_hours=round(line.gpu_hours, 6), cost=round(line.cost, 6), jobs=line.jobs)
 
 
 class ProjectUsage(UsageTotals):

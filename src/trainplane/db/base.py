@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, ColumnElement, DateTime, MetaData, bindparam
+from sqlalchemy import JSON, ColumnElement, DateTime, Float, MetaData, bindparam
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase
@@ -77,6 +77,25 @@ def _json_merge_postgresql(element: json_merge, compiler: Any, **kw: Any) -> str
 def _json_merge_sqlite(element: json_merge, compiler: Any, **kw: Any) -> str:
     column, patch = (compiler.process(c, **kw) for c in element.clauses)
     return f"json_patch(coalesce({column}, '{{}}'), {patch})"
+
+
+class epoch_seconds(FunctionElement[float]):
+    """A UTCDateTime expression as unix seconds, computed by the database: sums
+    of durations over many rows then need no datetime objects in Python."""
+
+    type = Float()
+    inherit_cache = True
+
+
+@compiles(epoch_seconds, "postgresql")
+def _epoch_seconds_postgresql(element: epoch_seconds, compiler: Any, **kw: Any) -> str:
+    return f"extract(epoch from {compiler.process(element.clauses, **kw)})::float8"
+
+
+@compiles(epoch_seconds, "sqlite")
+def _epoch_seconds_sqlite(element: epoch_seconds, compiler: Any, **kw: Any) -> str:
+    # Stored as naive UTC text; julianday 2440587.5 is the unix epoch.
+    return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
 
 
 def utcnow() -> datetime:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from trainplane.db.base import utcnow
+from trainplane.db.base import epoch_seconds, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, Project
 from trainplane.errors import InvalidInputError
@@ -65,12 +65,12 @@ def job_usage(session: Session, job_ids: Iterable[str], now: datetime) -> dict[s
 class UsageLine:
     gpu_hours: float = 0.0
     cost: float = 0.0
-    jobs: set[str] = field(default_factory=set)
+    jobs: int = 0
 
-    def add(self, job_id: str, hours: float, price: float) -> None:
-        self.gpu_hours += hours
-        self.cost += hours * price
-        self.jobs.add(job_id)
+    def add(self, other: UsageLine) -> None:
+        self.gpu_hours += other.gpu_hours
+        self.cost += other.cost
+        self.jobs += other.jobs
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,9 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+DAY = 86400.0
+
+
 def usage_report(
     session: Session,
     caller: Caller,
@@ -119,16 +122,17 @@ def usage_report(
 ) -> UsageReport:
     now = utcnow()
     since, until = window(since, until, now)
-    experiment = Job.spec[("tracking", "experiment")].as_string()
+    # One row per attempt that overlaps the window, its times as unix seconds:
+    # at 10,000s of attempts, datetime objects would cost most of the time.
     query = (
         select(
             Job.id,
             Job.name,
             Job.gpus,
             Project.name.label("project"),
-            experiment.label("experiment"),
-            JobAttempt.started_at,
-            JobAttempt.finished_at,
+            Job.spec[("tracking", "experiment")].as_string().label("experiment"),
+            epoch_seconds(JobAttempt.started_at).label("start"),
+            epoch_seconds(func.coalesce(JobAttempt.finished_at, now)).label("end"),
             Cluster.price_per_gpu_hour,
         )
         .join(Job, Job.id == JobAttempt.job_id)
@@ -144,32 +148,42 @@ def usage_report(
     if project:
         query = query.where(Project.name == project)
     with read_only(session):
-        rows = list(session.execute(query))
+        rows = session.execute(query).all()
+
+    days = _days(since, until)
+    first_midnight = datetime.combine(days[0], datetime.min.time(), UTC).timestamp()
+    day_hours: list[dict[str, float]] = [{} for _ in days]
+    window_start, window_end = since.timestamp(), until.timestamp()
+    by_job: dict[str, JobLine] = {}
+    # Plain tuples: attribute access on result rows costs more than the arithmetic.
+    for job_id, name, gpus, project_name, experiment, start, end, price in rows:
+        start, end = max(start, window_start), min(end, window_end)
+        if end <= start:
+            continue
+        hours = (end - start) * gpus / 3600
+        line = by_job.get(job_id)
+        if line is None:
+            line = by_job[job_id] = JobLine(
+                job_id, name, project_name, experiment or project_name, UsageLine(jobs=1)
+            )
+        line.usage.gpu_hours += hours
+        line.usage.cost += hours * (price or 0.0)
+        # Split the span at UTC midnights.
+        index = int((start - first_midnight) // DAY)
+        while start < end:
+            boundary = first_midnight + (index + 1) * DAY
+            per_project = day_hours[index]
+            part_hours = (min(end, boundary) - start) * gpus / 3600
+            per_project[project_name] = per_project.get(project_name, 0.0) + part_hours
+            start, index = boundary, index + 1
 
     total = UsageLine()
     by_project: dict[str, UsageLine] = defaultdict(UsageLine)
     by_experiment: dict[tuple[str, str], UsageLine] = defaultdict(UsageLine)
-    by_job: dict[str, JobLine] = {}
-    days = _days(since, until)
-    by_day: dict[date, dict[str, float]] = {day: {} for day in days}
-    for row in rows:
-        start = max(row.started_at, since)
-        end = min(row.finished_at or now, until)
-        if end <= start:
-            continue
-        price = row.price_per_gpu_hour or 0.0
-        hours = (end - start).total_seconds() * row.gpus / 3600
-        experiment_name = row.experiment or row.project
-        total.add(row.id, hours, price)
-        by_project[row.project].add(row.id, hours, price)
-        by_experiment[(row.project, experiment_name)].add(row.id, hours, price)
-        line = by_job.setdefault(
-            row.id, JobLine(row.id, row.name, row.project, experiment_name, UsageLine())
-        )
-        line.usage.add(row.id, hours, price)
-        for day, part in _split_by_day(start, end):
-            per_project = by_day[day]
-            per_project[row.project] = per_project.get(row.project, 0.0) + (part * row.gpus / 3600)
+    for line in by_job.values():
+        total.add(line.usage)
+        by_project[line.project].add(line.usage)
+        by_experiment[(line.project, line.experiment)].add(line.usage)
     top = sorted(by_job.values(), key=lambda j: (-j.usage.gpu_hours, j.id))[:TOP_JOBS]
     return UsageReport(
         since=since,
@@ -177,7 +191,7 @@ def usage_report(
         total=total,
         by_project=dict(sorted(by_project.items())),
         by_experiment=dict(sorted(by_experiment.items())),
-        by_day=by_day,
+        by_day=dict(zip(days, day_hours, strict=True)),
         top_jobs=top,
     )
 
@@ -185,12 +199,3 @@ def usage_report(
 def _days(since: datetime, until: datetime) -> list[date]:
     first, last = since.date(), (until - timedelta(microseconds=1)).date()
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
-
-
-def _split_by_day(start: datetime, end: datetime) -> Iterable[tuple[date, float]]:
-    """The seconds of [start, end) that fall on each UTC day."""
-    while start < end:
-        midnight = datetime.combine(start.date() + timedelta(days=1), datetime.min.time(), UTC)
-        part_end = min(end, midnight)
-        yield start.date(), (part_end - start).total_seconds()
-        start = part_end
