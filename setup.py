@@ -6,5 +6,9 @@ from setuptools import find_packages, setup
 setup(
     package_dir={"": "src", "trainplane.migrations": "migrations"},
     packages=[*find_packages("src"), "trainplane.migrations", "trainplane.migrations.versions"],
-    package_data={"trainplane": ["py.typed"], "trainplane.migrations": ["script.py.mako"]},
+    package_data={
+        "trainplane": ["py.typed"],
+        "trainplane.migrations": ["script.py.mako"],
+        "trainplane.dashboard": ["templates/*.html", "static/*"],
+    },
 )

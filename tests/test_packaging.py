@@ -38,6 +38,11 @@ def test_wheel_contains_the_migrations(tmp_path):
     in_checkout = {p.name for p in (ROOT / "migrations" / "versions").glob("*.py")}
     assert in_checkout <= shipped
     assert "trainplane/api/app.py" in names
+    # The dashboard's pages and scripts.
+    assert {
+        "trainplane/dashboard/templates/base.html",
+        "trainplane/dashboard/static/app.js",
+    } <= names
     assert not any(n.startswith(("tests/", "migrations/")) for n in names)
 
 

@@ -26,6 +26,8 @@ from trainplane.api.routes import (
 from trainplane.api.yaml_bodies import YamlBodies
 from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
+from trainplane.dashboard import pages as dashboard_pages
+from trainplane.dashboard.static_files import STATIC_PATH, static_files
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.services.attempt_tokens import TokenKey
@@ -129,4 +131,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(clusters.router)
     app.include_router(models.router)
     app.include_router(usage.router)
+    app.include_router(dashboard_pages.router)
+    app.mount(STATIC_PATH, static_files(), name="static")
     return app

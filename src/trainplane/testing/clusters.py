@@ -7,7 +7,9 @@ from trainplane.db.engine import make_engine, session_factory
 from trainplane.services.clusters import upsert_cluster
 
 
-def register_local_cluster(db_url: str, address: str, *, name: str = "local", slots: int) -> None:
+def register_local_cluster(
+    db_url: str, address: str, *, name: str = "local", slots: int, price_per_gpu_hour: float = 0.0
+) -> None:
     """A cpu cluster of ``slots`` worker slots on one node at ``address``."""
     engine = make_engine(db_url, single_use=True)
     try:
@@ -20,7 +22,7 @@ def register_local_cluster(db_url: str, address: str, *, name: str = "local", sl
                 gpus=slots,
                 gpus_per_node=slots,
                 gpu_memory_gb=None,
-                price_per_gpu_hour=0.0,
+                price_per_gpu_hour=price_per_gpu_hour,
                 labels={},
             )
     finally:
