@@ -112,7 +112,7 @@ def test_a_succeeded_job_exits_0_with_plain_progress_lines_and_a_json_result(ci_
     ]
     assert result["progress"]["step"] == result["progress"]["total_steps"] == 6
     assert result["tracking"]["status"] == "disabled" and result["registered_model"] is None
-    assert result["url"] == f"{ci_server}/v1/jobs/{result['id']}"
+    assert result["url"] == f"{ci_server}/jobs/{result['id']}"
     assert result["created"] is True and result["idempotency_key"] is None
 
 

@@ -130,7 +130,8 @@ class Result:
             "reason": job.get("reason"),
             "created": self.created,
             "idempotency_key": self.idempotency_key,
-            "url": f"{self.server}/v1/jobs/{job['id']}" if job.get("id") else None,
+            # The job's page in the dashboard.
+            "url": f"{self.server}/jobs/{job['id']}" if job.get("id") else None,
             "progress": job.get("progress"),
             "metrics": job.get("latest_metrics") or {},
             "thresholds": [result.as_json() for result in self.gates],
