@@ -1,5 +1,6 @@
-"""The GPU check must keep working where no GPU (and no Ray) is: its CPU smoke
-mode runs the same code path with a tiny model."""
+"""Benchmarks keep working: the GPU check where no GPU (and no Ray) is, in its
+CPU smoke mode with a tiny model; the dashboard page timings on a small
+database (every page must answer 200; the times are the benchmark's to judge)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,27 @@ def test_gpu_check_runs_in_its_cpu_smoke_mode() -> None:
     for line in rows.values():
         tokens_per_second = float(line.split()[2])
         assert tokens_per_second > 0
+
+
+def test_dashboard_page_benchmark_loads_every_page() -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "dashboard_pages.py"),
+            "--jobs",
+            "500",
+            "--requests",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    pages = [line.split()[0] for line in run.stdout.splitlines() if line.startswith("/")]
+    assert pages[:2] == ["/v1/jobs?limit=50", "/"]
+    assert {"/clusters", "/usage", "/submit"} <= set(pages)
+    assert any(p.startswith("/jobs/") for p in pages) and any(
+        p.startswith("/compare") for p in pages
+    )
+    assert "targets met:" in run.stdout
