@@ -165,6 +165,9 @@ def test_compare_lists_the_spec_fields_that_differ(api):
     page = html_of(api.get("/compare", params={"ids": f"{a['id']},{b['id']}"}))
     assert 'data-chart="overlay"' in page
     assert "<code>resources.gpus</code>" in page and "<code>name</code>" in page
+    # Without scripts the picker sends its checkboxes; the page takes them too.
+    picked = html_of(api.get("/compare", params={"ids": "", "pick": [a["id"], b["id"]]}))
+    assert "<code>resources.gpus</code>" in picked
 
 
 def test_static_files_are_served_with_a_content_version(api):

@@ -185,9 +185,12 @@ async def usage_page(request: Request, days: int = 30, project: str | None = Non
 
 @router.get("/compare", response_class=HTMLResponse)
 async def compare_page(
-    request: Request, ids: Annotated[str, Query(max_length=2000)] = ""
+    request: Request,
+    ids: Annotated[str, Query(max_length=2000)] = "",
+    pick: Annotated[list[str] | None, Query(max_length=20)] = None,
 ) -> HTMLResponse:
-    chosen = [i.strip() for i in ids.split(",") if i.strip()]
+    # ``pick`` is what the picker's checkboxes send when no script runs.
+    chosen = list(dict.fromkeys([i.strip() for i in ids.split(",") if i.strip()] + (pick or [])))
 
     async def build(api: DashboardApi) -> Context:
         recent = await api.get("/v1/jobs", {"limit": COMPARE_PICKER_SIZE})
