@@ -307,9 +307,16 @@ def test_an_invalid_spec_pasted_in_the_submit_form_shows_the_field_and_creates_n
     assert console.expected(422) == 3
 
 
-def test_a_valid_spec_is_checked_then_submitted_from_the_form(scene, page):
+def test_a_valid_spec_file_is_loaded_checked_then_submitted_from_the_form(scene, page):
     page.goto(scene.url + "/submit")
-    page.fill("textarea[name=spec]", INVALID.replace("gpus: 0", "gpus: 1").replace("bad-", "ok-"))
+    valid = INVALID.replace("gpus: 0", "gpus: 1").replace("bad-", "ok-")
+    page.set_input_files(
+        "input[name=file]",
+        files=[{"name": "job.yaml", "mimeType": "application/yaml", "buffer": valid.encode()}],
+    )
+    page.wait_for_function(
+        "() => document.querySelector('textarea[name=spec]').value.includes('ok-gpus')"
+    )
     page.click('[data-action="plan"]')
     page.locator("[data-plan]", has_text="Valid.").wait_for()
     page.click('[data-action="submit"]')
