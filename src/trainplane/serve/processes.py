@@ -74,6 +74,8 @@ def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
 
 
 def serve_api(settings: Settings, *, host: str, port: int, workers: int, log_level: str) -> None:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    log.info("dashboard and API at http://%s:%d/", shown, port)
     uvicorn.run(
         "trainplane.api.app:create_app",
         factory=True,
