@@ -54,5 +54,9 @@ class UnauthenticatedError(TrainplaneError):
     """The request carries no credential, or one that does not check out."""
 
 
+class ForbiddenError(TrainplaneError):
+    """The caller is known but its role does not allow this."""
+
+
 class UpstreamError(TrainplaneError):
     """Something trainplane depends on (checkpoint storage, ...) failed to answer."""

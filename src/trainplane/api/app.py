@@ -21,6 +21,7 @@ from trainplane.api.routes import (
     models,
     progress,
     projects,
+    tokens,
     usage,
 )
 from trainplane.api.yaml_bodies import YamlBodies
@@ -30,6 +31,7 @@ from trainplane.dashboard import pages as dashboard_pages
 from trainplane.dashboard.static_files import STATIC_PATH, static_files
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.services import tokens as token_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.tracking.client import MlflowTracking, tracking_config
 
@@ -95,6 +97,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         migrate.upgrade(database_url)
     engine = engine_from_settings(settings)
 
+    if settings.bootstrap_token is not None:
+        with session_factory(engine)() as session:
+            if token_service.bootstrap(session, settings.bootstrap_token.get_secret_value()):
+                log.info("TRAINPLANE_BOOTSTRAP_TOKEN is now an admin token of every project")
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
@@ -131,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(clusters.router)
     app.include_router(models.router)
     app.include_router(usage.router)
+    app.include_router(tokens.router)
     app.include_router(dashboard_pages.router)
     app.mount(STATIC_PATH, static_files(), name="static")
     return app

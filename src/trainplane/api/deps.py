@@ -1,5 +1,6 @@
-"""Request dependencies: the database session, the caller, the settings, and
-the bearer token and token key of attempt-authenticated routes.
+"""Request dependencies: the database session, the caller (from the bearer
+token once the installation has tokens), the settings, and the token key of
+attempt-authenticated routes.
 
 They are ``async def`` on purpose: none of them blocks, and FastAPI runs plain
 ``def`` dependencies through the thread pool, a hop each per request. The
@@ -11,11 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+from anyio import to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from trainplane.config import Settings
+from trainplane.services import tokens
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey
 
@@ -27,14 +30,7 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         yield session
 
 
-async def get_caller(request: Request) -> Caller:
-    # Every route gets its caller here and only here: token auth replaces the
-    # body of this function, and services already scope queries by Caller.
-    return Caller.local_admin()
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
-CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
 async def get_settings(request: Request) -> Settings:
@@ -59,3 +55,15 @@ async def get_bearer_token(
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 TokenKeyDep = Annotated[TokenKey, Depends(get_token_key)]
 BearerTokenDep = Annotated[str | None, Depends(get_bearer_token)]
+
+
+async def get_caller(session: SessionDep, token: BearerTokenDep) -> Caller:
+    # Every route gets its caller here and only here; services scope every
+    # query by it. Without tokens (or once "auth on" is known) the answer
+    # needs no database, so only a token lookup leaves the event loop.
+    if tokens.known_off(session):
+        return Caller.local_admin()
+    return await to_thread.run_sync(tokens.caller_for, session, token)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 
 from trainplane.errors import (
     ConflictError,
+    ForbiddenError,
     InvalidInputError,
     InvalidInputsError,
     NotFoundError,
@@ -37,6 +38,7 @@ RETRY_AFTER_SECONDS = 5
 
 STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
     UnauthenticatedError: 401,
+    ForbiddenError: 403,
     NotFoundError: 404,
     ConflictError: 409,
     InvalidInputError: 422,
@@ -46,6 +48,7 @@ STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
 _TITLES = {
     400: "Bad request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",

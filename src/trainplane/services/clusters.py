@@ -20,7 +20,8 @@ from trainplane.errors import ConflictError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.placement import ClusterState, Demand, Release, can_ever_hold
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
-from trainplane.services.access import Caller
+from trainplane.services import audit
+from trainplane.services.access import Caller, Role
 
 READY = "READY"
 UNREACHABLE = "UNREACHABLE"
@@ -57,11 +58,21 @@ def queued_demand(session: Session) -> list[tuple[Demand, int]]:
 
 
 def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster:
+    caller.require_everywhere(Role.ADMIN, "registering a cluster")
     now = utcnow()
     cluster = Cluster(id=new_id(), created_at=now, updated_at=now, status="UNKNOWN", **fields)
     try:
         with session.begin():
             session.add(cluster)
+            audit.record(
+                session,
+                caller.subject,
+                "cluster.register",
+                target=fields["name"],
+                address=fields.get("address"),
+                gpus=fields.get("gpus"),
+                price_per_gpu_hour=fields.get("price_per_gpu_hour"),
+            )
     except IntegrityError:
         raise ConflictError(f"a cluster named '{fields['name']}' is already registered") from None
     _forget_capacity(session)
@@ -128,6 +139,7 @@ def total_queued_demand(session: Session) -> QueuedDemand:
 
 def remove_cluster(session: Session, caller: Caller, name: str) -> None:
     """Refused while attempts run there: stop or cancel them first."""
+    caller.require_everywhere(Role.ADMIN, "removing a cluster")
     with session.begin():
         cluster = session.scalar(select(Cluster).where(Cluster.name == name).with_for_update())
         if cluster is None:
@@ -142,6 +154,7 @@ def remove_cluster(session: Session, caller: Caller, name: str) -> None:
                 f"cluster '{name}' runs {live} attempt(s); cancel those jobs or wait for them"
             )
         session.execute(delete(Cluster).where(Cluster.id == cluster.id))
+        audit.record(session, caller.subject, "cluster.remove", target=name)
     _forget_capacity(session)
 
 

@@ -17,7 +17,7 @@ from trainplane import wakeup
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
-from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
+from trainplane.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.placement import Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
@@ -27,7 +27,7 @@ from trainplane.jobs.states import (
     TERMINAL_STATUSES,
     JobStatus,
 )
-from trainplane.services.access import Caller
+from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_capacity, recent_capacity
 from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
@@ -137,15 +137,26 @@ def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -
     back to the caller; the returned Project is likewise a value, not a row."""
     params: dict[str, Any] = {key: getattr(job, key) for key in _INSERTED_COLUMNS}
     params["project_name"] = project_name
-    if caller.project_ids is not None:
-        params["allowed_project_ids"] = list(caller.project_ids)
-    statement = _insert_job_statement(caller.project_ids is not None)
+    allowed = caller.projects_with(Role.MEMBER)
+    if allowed is not None:
+        params["allowed_project_ids"] = list(allowed)
+    statement = _insert_job_statement(allowed is not None)
     project_id = session.execute(statement, params).scalar()
     if project_id is None:
+        if allowed is not None:
+            visible = session.scalar(
+                select(Project.id).where(Project.name == project_name, caller.scope(Project.id))
+            )
+            if visible is not None:
+                caller.require(visible, Role.MEMBER, "submitting a job")
+            # Whether a project it cannot see exists is not the caller's to learn.
+            raise ForbiddenError(
+                f"submitting to project '{project_name}' needs the member role there "
+                "(or the project does not exist)"
+            )
         raise InvalidInputError(
             "project",
-            f"no project named '{project_name}' that you can submit to; create it with "
-            "POST /v1/projects",
+            f"no project named '{project_name}'; create it with POST /v1/projects",
         )
     job.project_id = project_id
     return Project(id=project_id, name=project_name)
@@ -324,6 +335,7 @@ def cancel_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
     CANCELLING until the cluster confirms; a repeated cancel changes nothing."""
     with session.begin():
         job = load_job(session, caller, job_id, for_update=True)
+        caller.require(job.project_id, Role.MEMBER, "cancelling a job")
         status = JobStatus(job.status)
         if status in TERMINAL_STATUSES:
             raise ConflictError(f"job {job_id} already ended as {status}; nothing to cancel")

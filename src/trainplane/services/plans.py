@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Project
-from trainplane.errors import InvalidInputError
+from trainplane.errors import ForbiddenError, InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
-from trainplane.services.access import Caller
+from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_states
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_some_cluster_can_hold
@@ -58,9 +58,13 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
             select(Project.id).where(Project.name == spec.project, caller.scope(Project.id))
         )
         if project is None:
-            raise InvalidInputError(
-                "project", f"no project named '{spec.project}' that you can submit to"
-            )
+            if caller.project_ids is not None:
+                raise ForbiddenError(
+                    f"submitting to project '{spec.project}' needs the member role there "
+                    "(or the project does not exist)"
+                )
+            raise InvalidInputError("project", f"no project named '{spec.project}'")
+        caller.require(project, Role.MEMBER, "planning a job")
         check_some_cluster_can_hold(session, spec)
         clusters = cluster_states(session, utcnow())
         ahead = load_queue(session, min_priority=spec.priority_rank)
