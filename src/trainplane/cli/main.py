@@ -11,7 +11,9 @@ from trainplane.cli import jobs, plan, servers, submit
 from trainplane.cli.client import DEFAULT_URL
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
+from trainplane.cli.credentials import token_for
 from trainplane.cli.models import models_app
+from trainplane.cli.tokens import tokens_app
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Multi-GPU training jobs on Ray."
@@ -26,6 +28,7 @@ app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(clusters_app, name="clusters")
 app.add_typer(projects_app, name="projects")
 app.add_typer(models_app, name="models")
+app.add_typer(tokens_app, name="tokens")
 
 
 @app.callback()
@@ -33,7 +36,7 @@ def _root(
     url: Annotated[str, typer.Option(envvar="TRAINPLANE_URL", help="API address.")] = DEFAULT_URL,
     token: Annotated[str | None, typer.Option(envvar="TRAINPLANE_TOKEN", help="API token.")] = None,
 ) -> None:
-    State.url, State.token = url, token
+    State.url, State.token = url, token_for(url, token)
 
 
 def main() -> None:

@@ -9,15 +9,20 @@ import os
 import tempfile
 from pathlib import Path
 
+from sqlalchemy.orm import Session
+
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.serve.processes import prepare_database, running_scheduler, serve_api
 from trainplane.services.clusters import upsert_cluster
+from trainplane.services.tokens import bootstrap, ensure_local_token
 
 log = logging.getLogger("trainplane")
 
 LOCAL_CLUSTER = "local"
+# Where `up` keeps the local admin token; the CLI reads the same path.
+TOKEN_FILE = "token"
 
 
 def ray_state_dir(home: Path) -> Path:
@@ -25,6 +30,15 @@ def ray_state_dir(home: Path) -> Path:
     there and socket paths are limited to about 100 characters."""
     digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:10]
     return Path(tempfile.gettempdir()) / f"tp-{digest}"
+
+
+def local_admin_token(session: Session, settings: Settings) -> str | None:
+    """The token a single local user works with, unless the operator set a
+    bootstrap token (then that one is theirs to use)."""
+    if settings.bootstrap_token is not None:
+        bootstrap(session, settings.bootstrap_token.get_secret_value())
+        return None
+    return ensure_local_token(session, settings.home / TOKEN_FILE)
 
 
 def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_level: str) -> None:
@@ -52,10 +66,21 @@ def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_l
                 price_per_gpu_hour=0.0,
                 labels={"managed-by": "trainplane-up"},
             )
+            secret = local_admin_token(session, settings)
         engine.dispose()
         log.info(
             "local Ray cluster at %s (dashboard), job logs under %s", head.address, head.temp_dir
         )
+        if secret:
+            shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+            log.info(
+                "the CLI uses the local admin token in %s; sign the browser in at "
+                "http://%s:%d/login?token=%s",
+                settings.home / TOKEN_FILE,
+                shown,
+                port,
+                secret,
+            )
         with running_scheduler(settings):
             serve_api(settings, host=host, port=port, workers=1, log_level=log_level)
     finally:
