@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from trainplane import __version__
 from trainplane.dashboard import formatting
-from trainplane.dashboard.api import ApiError, DashboardApi
+from trainplane.dashboard.api import TOKEN_COOKIE, ApiError, DashboardApi
 from trainplane.dashboard.static_files import asset_version
 from trainplane.jobs.states import JobStatus
 
@@ -120,14 +120,18 @@ async def jobs_rows(request: Request, query: JobListQueryDep) -> HTMLResponse:
 
 
 async def _job_context(api: DashboardApi, job_id: str) -> Context:
-    job, events, checkpoints = await api.gather(
+    job, events, checkpoints, me = await api.gather(
         api.get(f"/v1/jobs/{job_id}"),
         api.get(f"/v1/jobs/{job_id}/events", {"limit": 1000}),
         api.get_or_error(f"/v1/jobs/{job_id}/checkpoints"),
+        api.get("/v1/whoami"),
     )
     failed = isinstance(checkpoints, ApiError)
+    role = me["everywhere"] or me["roles"].get(job["project"])
     return {
         "job": job,
+        # A viewer sees no cancel button (the API would refuse it anyway).
+        "can_cancel": role in ("member", "admin"),
         "events": events["items"],
         "checkpoints": None if failed else checkpoints,
         "checkpoints_error": checkpoints if failed else None,
@@ -213,3 +217,12 @@ async def submit_page(request: Request) -> HTMLResponse:
         return {"projects": (await api.get("/v1/projects"))["items"]}
 
     return await _render(request, "submit.html", build)
+
+
+@router.get("/login")
+async def login(token: Annotated[str, Query(min_length=1, max_length=512)]) -> RedirectResponse:
+    """Signs the browser in with ``token`` (the link ``trainplane up`` prints)
+    and drops it from the address bar. The scripts pick it up from the cookie."""
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(TOKEN_COOKIE, token, samesite="strict", path="/")
+    return response

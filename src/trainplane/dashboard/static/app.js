@@ -11,8 +11,13 @@
   const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selector));
 
   // --- token -------------------------------------------------------------------------------
+  const cookieToken = () => {
+    const match = document.cookie.match(new RegExp(`(?:^|; )${TOKEN_COOKIE}=([^;]*)`));
+    return match ? decodeURIComponent(match[1]) : null;
+  };
   const token = {
-    get: () => localStorage.getItem(TOKEN_KEY),
+    // /login sets only the cookie; a token typed in here sets both.
+    get: () => localStorage.getItem(TOKEN_KEY) || cookieToken(),
     set(value) {
       localStorage.setItem(TOKEN_KEY, value);
       // Page loads carry it as a cookie; pages only read, so it can change nothing.
