@@ -210,3 +210,46 @@ def test_the_dashboard_imports_no_server_internals():
             )
             for name in names:
                 assert not name.startswith(forbidden), f"{module.name} imports {name}"
+
+
+BOOTSTRAP = "a-bootstrap-token-for-page-tests"
+
+
+@pytest.fixture
+def secured(settings):
+    from fastapi.testclient import TestClient
+    from pydantic import SecretStr
+
+    from trainplane.api.app import create_app
+
+    app = create_app(settings.model_copy(update={"bootstrap_token": SecretStr(BOOTSTRAP)}))
+    with TestClient(app) as client:
+        yield client
+
+
+def test_without_a_token_pages_ask_for_one_and_login_signs_the_browser_in(secured):
+    asked = secured.get("/")
+    assert asked.status_code == 401 and "Sign in with a token" in asked.text
+    signed = secured.get("/login", params={"token": BOOTSTRAP}, follow_redirects=False)
+    assert signed.status_code == 303 and signed.headers["location"] == "/"
+    cookie = signed.headers["set-cookie"]
+    assert cookie.startswith(f"trainplane_token={BOOTSTRAP};") and "SameSite=strict" in cookie
+    # The client keeps the cookie /login set, as a browser does.
+    page = secured.get("/")
+    assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
+    secured.cookies.clear()
+    wrong = secured.get("/", headers={"Cookie": "trainplane_token=tp_wrong"})
+    assert wrong.status_code == 401 and "not recognised" in wrong.text
+
+
+def test_a_viewer_sees_the_job_but_no_cancel_button(secured):
+    root = {"Authorization": f"Bearer {BOOTSTRAP}"}
+    job = secured.post("/v1/jobs", json=small_spec("watched", 1), headers=root).json()
+    viewer = secured.post(
+        "/v1/tokens", json={"name": "v", "project": "default", "role": "viewer"}, headers=root
+    ).json()["token"]
+    as_viewer = {"Authorization": f"Bearer {viewer}"}
+    page = html_of(secured.get(f"/jobs/{job['id']}", headers=as_viewer))
+    assert 'data-action="cancel"' not in page and "data-no-cancel" in page
+    as_admin = html_of(secured.get(f"/jobs/{job['id']}", headers=root))
+    assert 'data-action="cancel"' in as_admin
