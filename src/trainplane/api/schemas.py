@@ -32,15 +32,36 @@ class ProjectCreate(BaseModel):
     description: str = Field(default="", max_length=2000)
 
 
+class ProjectUpdate(BaseModel):
+    """Fields to change; a field sent as null removes that limit."""
+
+    model_config = {"extra": "forbid"}
+
+    description: str | None = Field(default=None, max_length=2000)
+    max_gpus: int | None = Field(default=None, ge=1, le=1_000_000)
+    gpu_hours_per_month: float | None = Field(default=None, gt=0, le=1e9)
+
+
 class ProjectOut(BaseModel):
     id: str
     name: str
     description: str
     created_at: datetime
+    max_gpus: int | None = Field(default=None, description="GPUs in use at once; null: no limit.")
+    gpu_hours_per_month: float | None = Field(
+        default=None, description="GPU-hours per calendar month (UTC); null: no limit."
+    )
 
     @classmethod
     def from_row(cls, row: Project) -> ProjectOut:
-        return cls(id=row.id, name=row.name, description=row.description, created_at=row.created_at)
+        return cls(
+            id=row.id,
+            name=row.name,
+            description=row.description,
+            created_at=row.created_at,
+            max_gpus=row.max_gpus,
+            gpu_hours_per_month=row.gpu_hours_per_month,
+        )
 
 
 class ProjectList(BaseModel):

@@ -53,6 +53,9 @@ class Project(Base):
     name: Mapped[str] = mapped_column(String(63), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Quotas; NULL: no limit. GPU-hours count per calendar month (UTC).
+    max_gpus: Mapped[int | None] = mapped_column(Integer)
+    gpu_hours_per_month: Mapped[float | None] = mapped_column(Float)
 
 
 class Job(Base):

@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from trainplane.jobs.quotas import QuotaLedger
+
 
 @dataclass(frozen=True)
 class Demand:
@@ -26,6 +28,7 @@ class Demand:
     gpus_per_node: int | None = None
     gpu_type: str | None = None
     max_runtime_seconds: int | None = None
+    project_id: str | None = None
 
     @property
     def shape(self) -> tuple[int, int | None, str | None]:
@@ -106,7 +109,11 @@ class _Reservation:
     windows: dict[str, tuple[float, int]]
 
 
-def plan(queue: Iterable[Demand], clusters: Sequence[ClusterState]) -> Plan:
+def plan(
+    queue: Iterable[Demand], clusters: Sequence[ClusterState], quotas: QuotaLedger | None = None
+) -> Plan:
+    """Placements for ``queue`` (in queue order). A job its project's quota
+    holds back is passed over: it neither starts nor reserves GPUs."""
     free = {c.id: c.free for c in clusters}
     ready = [c for c in clusters if c.ready]
     candidates_by_shape: dict[tuple[int, int | None, str | None], list[ClusterState]] = {}
@@ -115,6 +122,8 @@ def plan(queue: Iterable[Demand], clusters: Sequence[ClusterState]) -> Plan:
     most_free = max((free[c.id] for c in ready), default=0)
 
     for demand in queue:
+        if quotas is not None and quotas.blocks(demand.project_id, demand.gpus):
+            continue
         candidates = candidates_by_shape.get(demand.shape)
         if candidates is None:
             candidates = [c for c in ready if can_ever_hold(c, demand)]
@@ -143,6 +152,8 @@ def plan(queue: Iterable[Demand], clusters: Sequence[ClusterState]) -> Plan:
             continue
         placements.append((demand.job_id, chosen.id))
         free[chosen.id] -= demand.gpus
+        if quotas is not None:
+            quotas.take(demand.project_id, demand.gpus)
         if reservation is not None and chosen.id in reservation.windows:
             start, spare = reservation.windows[chosen.id]
             if not _ends_before(demand, start):

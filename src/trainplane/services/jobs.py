@@ -90,6 +90,7 @@ def submit_job(
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
             job.project = _insert_job(session, caller, job, spec.project)
+            check_quota_can_hold(session, job.project.id, spec)
             record_submission(session, job, actor=caller.subject)
     except IntegrityError:
         if idempotency_key is None:
@@ -191,6 +192,19 @@ def check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec
     raise InvalidInputError(field, reason)
 
 
+def check_quota_can_hold(session: Session, project_id: str, spec: TrainSpec | FinetuneSpec) -> None:
+    """A job bigger than its project's GPU limit could never start: refused now."""
+    quota = session.execute(
+        select(Project.name, Project.max_gpus).where(Project.id == project_id)
+    ).one()
+    if quota.max_gpus is not None and spec.resources.gpus > quota.max_gpus:
+        raise InvalidInputError(
+            "resources.gpus",
+            f"project {quota.name} may use at most {quota.max_gpus} GPUs at once (quota); "
+            f"this job asks for {spec.resources.gpus}",
+        )
+
+
 def _replay(session: Session, caller: Caller, key: str, fingerprint: str) -> Job | None:
     earlier = session.scalar(
         select(Job).where(Job.submitted_by == caller.subject, Job.idempotency_key == key)
@@ -272,6 +286,7 @@ class JobFilter:
 # list pages are the most frequent read.
 SUMMARY_COLUMNS = (
     Job.id,
+    Job.project_id,
     Job.name,
     Project.name.label("project_name"),
     Job.kind,

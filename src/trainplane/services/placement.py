@@ -18,8 +18,10 @@ from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt
 from trainplane.ids import new_id
 from trainplane.jobs.placement import ClusterState, Demand, plan
+from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
+from trainplane.services.quotas import project_quotas
 from trainplane.services.status import set_status_many
 from trainplane.services.tracking import start_tracking
 
@@ -40,7 +42,14 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
     """The queued jobs in queue order; with ``min_priority``, only those a new
     job of that priority would wait behind."""
     query = (
-        select(Job.id, Job.gpus, Job.gpus_per_node, Job.gpu_type, Job.max_runtime_seconds)
+        select(
+            Job.id,
+            Job.project_id,
+            Job.gpus,
+            Job.gpus_per_node,
+            Job.gpu_type,
+            Job.max_runtime_seconds,
+        )
         .where(Job.status == JobStatus.QUEUED.value)
         .order_by(*queue_order())
     )
@@ -54,6 +63,7 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
             gpus_per_node=r.gpus_per_node,
             gpu_type=r.gpu_type,
             max_runtime_seconds=r.max_runtime_seconds,
+            project_id=r.project_id,
         )
         for r in rows
     ]
@@ -68,7 +78,7 @@ def place_queued_jobs(session: Session, now: datetime) -> PassResult:
             # Nothing can start: the queue, however long, need not be read.
             return PassResult(placed=[])
         queue = load_queue(session)
-        decisions = plan(queue, clusters)
+        decisions = plan(queue, clusters, QuotaLedger.of(project_quotas(session, now)))
         placed = _start_attempts(session, decisions.placements, clusters, now)
     return PassResult(placed=placed)
 

@@ -22,7 +22,7 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_states
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
-from trainplane.services.jobs import check_some_cluster_can_hold
+from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.placement import load_queue
 
 PLANNED = "planned"  # the would-be job's id in the placement code
@@ -66,6 +66,7 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
             raise InvalidInputError("project", f"no project named '{spec.project}'")
         caller.require(project, Role.MEMBER, "planning a job")
         check_some_cluster_can_hold(session, spec)
+        check_quota_can_hold(session, project, spec)
         clusters = cluster_states(session, utcnow())
         ahead = load_queue(session, min_priority=spec.priority_rank)
     decisions = placement.plan([*ahead, demand], clusters)

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Project
-from trainplane.errors import ConflictError
+from trainplane.errors import ConflictError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.services import audit
 from trainplane.services.access import Caller, Role
@@ -38,3 +38,26 @@ def list_projects(session: Session, caller: Caller) -> list[Project]:
             select(Project).where(caller.scope(Project.id)).order_by(Project.name)
         )
         return list(rows)
+
+
+def update_project(session: Session, caller: Caller, name: str, changes: dict) -> Project:
+    """Quotas are the installation's to set, not the project's own admins'."""
+    caller.require_everywhere(Role.ADMIN, "changing a project's quotas")
+    with session.begin():
+        project = session.scalar(select(Project).where(Project.name == name).with_for_update())
+        if project is None:
+            raise NotFoundError(f"no project named '{name}'")
+        before = {key: getattr(project, key) for key in changes}
+        for key, value in changes.items():
+            setattr(project, key, "" if key == "description" and value is None else value)
+        audit.record(
+            session,
+            caller.subject,
+            "project.update",
+            project_id=project.id,
+            target=name,
+            before=before,
+            after=changes,
+        )
+    session.expunge(project)
+    return project

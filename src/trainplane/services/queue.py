@@ -25,9 +25,11 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job
 from trainplane.jobs.placement import ClusterState, Demand, wait_reason
+from trainplane.jobs.quotas import ProjectQuota
 from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import cluster_states
 from trainplane.services.placement import queue_order
+from trainplane.services.quotas import project_quotas
 
 RANKED_QUEUE_LENGTH = 1000
 SNAPSHOT_SECONDS = 1.0
@@ -45,6 +47,7 @@ class QueueSnapshot:
     last: tuple[int, datetime, str] | None  # sort key of the last ranked job
     complete: bool  # the whole queue is ranked
     clusters: list[ClusterState]
+    quotas: dict[str, ProjectQuota]  # by project id, the projects with a quota
     taken: float
 
     def covers(self, job: Any) -> bool:
@@ -75,6 +78,7 @@ def take_snapshot(session: Session) -> QueueSnapshot:
         last=(head[-1].priority, head[-1].created_at, head[-1].id) if head else None,
         complete=len(head) < RANKED_QUEUE_LENGTH,
         clusters=cluster_states(session, utcnow()),
+        quotas={q.project_id: q for q in project_quotas(session, utcnow())},
         taken=time.monotonic(),
     )
 
@@ -97,8 +101,9 @@ def _snapshot(session: Session, queued: Sequence[Any]) -> QueueSnapshot:
 
 
 def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
-    """For the QUEUED ones among ``jobs`` (rows or Jobs with id, status,
-    priority, created_at, gpus, gpus_per_node, gpu_type). Call inside a unit of work."""
+    """For the QUEUED ones among ``jobs`` (rows or Jobs with id, project_id,
+    status, priority, created_at, gpus, gpus_per_node, gpu_type). Call inside
+    a unit of work."""
     queued = [j for j in jobs if j.status == JobStatus.QUEUED.value]
     if not queued:
         return {}
@@ -108,8 +113,10 @@ def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
         position = snapshot.positions.get(job.id)
         if position is None and snapshot.complete:
             continue  # placed since the page was read
+        quota = snapshot.quotas.get(job.project_id)
+        held = quota.blocks(job.gpus) if quota is not None else None
         demand = Demand(job.id, job.gpus, job.gpus_per_node, job.gpu_type)
         ahead = RANKED_QUEUE_LENGTH if position is None else position - 1
-        reason = wait_reason(demand, snapshot.clusters, ahead, at_least=position is None)
+        reason = held or wait_reason(demand, snapshot.clusters, ahead, at_least=position is None)
         views[job.id] = QueueView(position, reason)
     return views

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import PROBLEM_RESPONSES
-from trainplane.api.schemas import ProjectCreate, ProjectList, ProjectOut
+from trainplane.api.schemas import ProjectCreate, ProjectList, ProjectOut, ProjectUpdate
 from trainplane.services import projects as project_service
 
 router = APIRouter(prefix="/v1/projects", tags=["projects"], responses=PROBLEM_RESPONSES)
@@ -25,3 +25,14 @@ def list_projects(session: SessionDep, caller: CallerDep) -> ProjectList:
     return ProjectList(
         items=[ProjectOut.from_row(p) for p in project_service.list_projects(session, caller)]
     )
+
+
+@router.patch("/{name}", response_model=ProjectOut)
+def update_project(
+    name: str, body: ProjectUpdate, session: SessionDep, caller: CallerDep
+) -> ProjectOut:
+    """Change the description or the quotas (installation admins)."""
+    project = project_service.update_project(
+        session, caller, name, body.model_dump(exclude_unset=True)
+    )
+    return ProjectOut.from_row(project)
