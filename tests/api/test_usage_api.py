@@ -63,10 +63,11 @@ def test_usage_sums_gpu_hours_and_cost_by_project_experiment_and_job(api, usage_
     body = api.get("/v1/usage", params=window(T0 - timedelta(days=1), T0 + timedelta(days=1)))
     assert body.status_code == 200, body.text
     usage = body.json()
-    assert usage["total"] == {"gpu_hours": 18.0, "cost": 40.0, "jobs": 2}
+    # vision's first attempt (3 h on 4 GPUs) was replaced by a restart.
+    assert usage["total"] == {"gpu_hours": 18.0, "cost": 40.0, "jobs": 2, "lost_gpu_hours": 12.0}
     assert usage["by_project"] == [
-        {"project": "nlp", "gpu_hours": 2.0, "cost": 0.0, "jobs": 1},
-        {"project": "vision", "gpu_hours": 16.0, "cost": 40.0, "jobs": 1},
+        {"project": "nlp", "gpu_hours": 2.0, "cost": 0.0, "jobs": 1, "lost_gpu_hours": 0.0},
+        {"project": "vision", "gpu_hours": 16.0, "cost": 40.0, "jobs": 1, "lost_gpu_hours": 12.0},
     ]
     # A spec without tracking.experiment is tracked under its project's name.
     assert [(e["project"], e["experiment"]) for e in usage["by_experiment"]] == [
@@ -88,7 +89,7 @@ def test_usage_clips_attempts_to_the_window_and_filters_by_project(api, usage_jo
         "/v1/usage", params=window(midnight, midnight + timedelta(hours=2)) | {"project": "vision"}
     ).json()
     # Only the first attempt's 00:00-01:00 falls in the window.
-    assert usage["total"] == {"gpu_hours": 4.0, "cost": 10.0, "jobs": 1}
+    assert usage["total"] == {"gpu_hours": 4.0, "cost": 10.0, "jobs": 1, "lost_gpu_hours": 4.0}
     assert [p["project"] for p in usage["by_project"]] == ["vision"]
 
 

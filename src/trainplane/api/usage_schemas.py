@@ -13,10 +13,19 @@ class UsageTotals(BaseModel):
     gpu_hours: float
     cost: float
     jobs: int = Field(description="Jobs that ran in the window.")
+    lost_gpu_hours: float = Field(
+        description="Of gpu_hours, those of attempts a restart replaced (failures, lost "
+        "clusters, preemptions)."
+    )
 
     @classmethod
     def of(cls, line: UsageLine) -> UsageTotals:
-        return cls(gpu_hours=round(line.gpu_hours, 6), cost=round(line.cost, 6), jobs=line.jobs)
+        return cls(
+            gpu_hours=round(line.gpu_hours, 6),
+            cost=round(line.cost, 6),
+            jobs=line.jobs,
+            lost_gpu_hours=round(line.lost_gpu_hours, 6),
+        )
 
 
 class ProjectUsage(UsageTotals):

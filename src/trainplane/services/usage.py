@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.selectable import ScalarSelect
 
 from trainplane.db.base import epoch_seconds, utcnow
 from trainplane.db.engine import read_only
@@ -66,11 +67,15 @@ class UsageLine:
     gpu_hours: float = 0.0
     cost: float = 0.0
     jobs: int = 0
+    # Of gpu_hours: those of attempts a later attempt replaced (a restart
+    # after a failure, a lost cluster or a preemption).
+    lost_gpu_hours: float = 0.0
 
     def add(self, other: UsageLine) -> None:
         self.gpu_hours += other.gpu_hours
         self.cost += other.cost
         self.jobs += other.jobs
+        self.lost_gpu_hours += other.lost_gpu_hours
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ def usage_report(
             epoch_seconds(JobAttempt.started_at).label("start"),
             epoch_seconds(func.coalesce(JobAttempt.finished_at, now)).label("end"),
             Cluster.price_per_gpu_hour,
+            (JobAttempt.number < _last_attempt_number()).label("replaced"),
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .join(Project, Project.id == Job.project_id)
@@ -156,7 +162,7 @@ def usage_report(
     window_start, window_end = since.timestamp(), until.timestamp()
     by_job: dict[str, JobLine] = {}
     # Plain tuples: attribute access on result rows costs more than the arithmetic.
-    for job_id, name, gpus, project_name, experiment, start, end, price in rows:
+    for job_id, name, gpus, project_name, experiment, start, end, price, replaced in rows:
         start, end = max(start, window_start), min(end, window_end)
         if end <= start:
             continue
@@ -168,6 +174,8 @@ def usage_report(
             )
         line.usage.gpu_hours += hours
         line.usage.cost += hours * (price or 0.0)
+        if replaced:
+            line.usage.lost_gpu_hours += hours
         # Split the span at UTC midnights.
         index = int((start - first_midnight) // DAY)
         while start < end:
@@ -194,6 +202,11 @@ def usage_report(
         by_day=dict(zip(days, day_hours, strict=True)),
         top_jobs=top,
     )
+
+
+def _last_attempt_number() -> ScalarSelect[int]:
+    later = aliased(JobAttempt)
+    return select(func.max(later.number)).where(later.job_id == JobAttempt.job_id).scalar_subquery()
 
 
 def _days(since: datetime, until: datetime) -> list[date]:
