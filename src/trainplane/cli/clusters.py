@@ -1,4 +1,4 @@
-"""``clusters add|list|remove`` and ``projects list|create``."""
+"""``clusters add|list|remove`` and ``projects list|create|update``."""
 
 from __future__ import annotations
 
@@ -83,3 +83,30 @@ def projects_create(
     """Create a project."""
     project = call(State.client().post, "/v1/projects", {"name": name, "description": description})
     typer.echo(project["id"])
+
+
+@projects_app.command("update")
+def projects_update(
+    name: str,
+    max_gpus: Annotated[int | None, typer.Option(help="GPUs in use at once.")] = None,
+    gpu_hours_per_month: Annotated[
+        float | None, typer.Option(help="GPU-hours per calendar month (UTC).")
+    ] = None,
+    no_gpu_limit: Annotated[bool, typer.Option(help="Remove the GPU limit.")] = False,
+    no_budget: Annotated[bool, typer.Option(help="Remove the monthly budget.")] = False,
+    description: Annotated[str | None, typer.Option(help="What the project is for.")] = None,
+) -> None:
+    """Set a project's quotas (installation admins)."""
+    body: dict[str, object] = {}
+    if description is not None:
+        body["description"] = description
+    if max_gpus is not None or no_gpu_limit:
+        body["max_gpus"] = None if no_gpu_limit else max_gpus
+    if gpu_hours_per_month is not None or no_budget:
+        body["gpu_hours_per_month"] = None if no_budget else gpu_hours_per_month
+    if not body:
+        raise fail("nothing to change: give --max-gpus, --gpu-hours-per-month, ...", EXIT_USAGE)
+    project = call(State.client().request, "PATCH", f"/v1/projects/{name}", json=body)
+    limit = project["max_gpus"] or "no limit"
+    budget = project["gpu_hours_per_month"] or "no limit"
+    typer.echo(f"{project['name']}: max GPUs {limit}, GPU-hours per month {budget}")
