@@ -93,9 +93,59 @@ def test_a_spent_monthly_budget_holds_new_jobs_until_it_is_raised(api, session):
     [
         ({"max_gpus": 0}, "max_gpus"),
         ({"gpu_hours_per_month": -1}, "gpu_hours_per_month"),
-        ({"weight": 2}, "weight"),
+        ({"weight": 0}, "weight"),
+        ({"weight": None}, "weight"),
+        ({"colour": 1}, "colour"),
     ],
 )
 def test_bad_quotas_are_422_naming_the_field(api, body, field):
     response = api.patch("/v1/projects/default", json=body)
     assert response.status_code == 422 and response.json()["errors"][0]["field"] == field
+
+
+def run_flood(api, session, weights, rounds=12):
+    """Two projects flood a 4-slot cluster with 1-GPU jobs; each round the
+    running jobs end and a placement pass runs. Returns GPU-slots per project."""
+    cluster = make_cluster(session, "four", gpus=4)
+    for project, weight in weights.items():
+        api.post("/v1/projects", json={"name": project})
+        api.patch(f"/v1/projects/{project}", json={"weight": weight})
+    # a submits all its jobs first: FIFO alone would give it everything.
+    for project in weights:
+        for i in range(rounds * 4):
+            submit(api, f"{project}-{i}", 1, project)
+    slots = dict.fromkeys(weights, 0)
+    names = {}
+    for _ in range(rounds):
+        placed = place_queued_jobs(session, utcnow()).placed
+        for job_id, _attempt in placed:
+            name = names.get(job_id) or api.get(f"/v1/jobs/{job_id}").json()["project"]
+            slots[name] += 1
+        with session.begin():
+            session.execute(
+                update(JobAttempt)
+                .where(JobAttempt.status == "PENDING")
+                .values(status="SUCCEEDED", cluster_id=cluster.id)
+            )
+    return slots
+
+
+@pytest.mark.parametrize(
+    ("weights", "share_of_a"), [({"a": 1, "b": 1}, 0.5), ({"a": 3, "b": 1}, 0.75)]
+)
+def test_competing_projects_share_the_gpus_by_weight(api, session, weights, share_of_a):
+    slots = run_flood(api, session, weights)
+    total = sum(slots.values())
+    assert total == 12 * 4
+    assert abs(slots["a"] / total - share_of_a) <= 0.1, slots
+
+
+def test_plan_shows_where_fair_share_puts_a_new_job(api, session):
+    make_cluster(session, "one", gpus=1)
+    for project in ("a", "b"):
+        api.post("/v1/projects", json={"name": project})
+    for i in range(3):
+        submit(api, f"a-{i}", 1, "a")
+    planned = api.post("/v1/jobs/plan", json=small_spec("b-0", 1) | {"project": "b"}).json()
+    # b holds nothing and a is ahead only by one turn: b's job comes second.
+    assert planned["placement"]["queue_position"] == 2

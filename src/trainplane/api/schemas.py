@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Response
-from pydantic import BaseModel, Field, StringConstraints, model_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 from sqlalchemy import Row
 
@@ -40,6 +40,17 @@ class ProjectUpdate(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
     max_gpus: int | None = Field(default=None, ge=1, le=1_000_000)
     gpu_hours_per_month: float | None = Field(default=None, gt=0, le=1e9)
+    weight: float | None = Field(
+        default=None, gt=0, le=1000, description="Fair-share weight (default 1)."
+    )
+
+    @field_validator("weight")
+    @classmethod
+    def _weight_not_null(cls, value: float | None) -> float | None:
+        # Runs only when the field is sent: null would mean "no weight".
+        if value is None:
+            raise ValueError("cannot be null; 1 is the default")
+        return value
 
 
 class ProjectOut(BaseModel):
@@ -51,6 +62,7 @@ class ProjectOut(BaseModel):
     gpu_hours_per_month: float | None = Field(
         default=None, description="GPU-hours per calendar month (UTC); null: no limit."
     )
+    weight: float = Field(default=1.0, description="Fair-share weight.")
 
     @classmethod
     def from_row(cls, row: Project) -> ProjectOut:
@@ -61,6 +73,7 @@ class ProjectOut(BaseModel):
             created_at=row.created_at,
             max_gpus=row.max_gpus,
             gpu_hours_per_month=row.gpu_hours_per_month,
+            weight=row.weight if row.weight is not None else 1.0,
         )
 
 

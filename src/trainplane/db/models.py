@@ -56,6 +56,8 @@ class Project(Base):
     # Quotas; NULL: no limit. GPU-hours count per calendar month (UTC).
     max_gpus: Mapped[int | None] = mapped_column(Integer)
     gpu_hours_per_month: Mapped[float | None] = mapped_column(Float)
+    # Fair share: GPUs go to the project with the fewest in use per weight.
+    weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
 
 
 class Job(Base):

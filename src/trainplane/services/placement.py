@@ -21,7 +21,7 @@ from trainplane.jobs.placement import ClusterState, Demand, plan
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
-from trainplane.services.quotas import project_quotas
+from trainplane.services.quotas import project_quotas, project_shares
 from trainplane.services.status import set_status_many
 from trainplane.services.tracking import start_tracking
 
@@ -34,7 +34,9 @@ class PassResult:
 
 
 def queue_order() -> tuple:
-    """The one definition of queue order: priority, then submit time."""
+    """The one definition of queue order within a project: priority, then
+    submit time. Across projects, fair share reorders it
+    (``trainplane.jobs.fairshare``)."""
     return (Job.priority.desc(), Job.created_at, Job.id)
 
 
@@ -77,7 +79,7 @@ def place_queued_jobs(session: Session, now: datetime) -> PassResult:
         if not any(c.ready and c.free for c in clusters):
             # Nothing can start: the queue, however long, need not be read.
             return PassResult(placed=[])
-        queue = load_queue(session)
+        queue = project_shares(session).order(load_queue(session))
         decisions = plan(queue, clusters, QuotaLedger.of(project_quotas(session, now)))
         placed = _start_attempts(session, decisions.placements, clusters, now)
     return PassResult(placed=placed)

@@ -8,7 +8,7 @@ higher, on the cluster state the scheduler would see.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,12 +18,14 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Project
 from trainplane.errors import ForbiddenError, InvalidInputError
 from trainplane.jobs import placement
+from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_states
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.placement import load_queue
+from trainplane.services.quotas import project_quotas, project_shares
 
 PLANNED = "planned"  # the would-be job's id in the placement code
 
@@ -67,16 +69,25 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
         caller.require(project, Role.MEMBER, "planning a job")
         check_some_cluster_can_hold(session, spec)
         check_quota_can_hold(session, project, spec)
-        clusters = cluster_states(session, utcnow())
+        now = utcnow()
+        clusters = cluster_states(session, now)
+        planned = replace(demand, project_id=project)
+        # Submitted now, it would queue behind every job of its priority or
+        # higher (a prefix of the queue), then fair share reorders projects.
         ahead = load_queue(session, min_priority=spec.priority_rank)
-    decisions = placement.plan([*ahead, demand], clusters)
+        behind = load_queue(session)[len(ahead) :]
+        order = project_shares(session).order([*ahead, planned, *behind])
+        quotas = QuotaLedger.of(project_quotas(session, now))
+    position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1
+    decisions = placement.plan(order, clusters, quotas)
     chosen = dict(decisions.placements).get(PLANNED)
     names = {c.id: c.name for c in clusters}
     if chosen is not None:
         where = PlannedPlacement(
-            names[chosen], True, len(ahead) + 1, f"would start now on cluster {names[chosen]}"
+            names[chosen], True, position, f"would start now on cluster {names[chosen]}"
         )
     else:
-        reason = placement.wait_reason(demand, clusters, len(ahead))
-        where = PlannedPlacement(None, False, len(ahead) + 1, reason)
+        held = quotas.blocks(project, demand.gpus)
+        reason = held or placement.wait_reason(demand, clusters, position - 1)
+        where = PlannedPlacement(None, False, position, reason)
     return JobPlan(spec=spec, checks=checks, placement=where)

@@ -28,8 +28,8 @@ from trainplane.jobs.placement import ClusterState, Demand, wait_reason
 from trainplane.jobs.quotas import ProjectQuota
 from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import cluster_states
-from trainplane.services.placement import queue_order
-from trainplane.services.quotas import project_quotas
+from trainplane.services.placement import load_queue, queue_order
+from trainplane.services.quotas import project_quotas, project_shares
 
 RANKED_QUEUE_LENGTH = 1000
 SNAPSHOT_SECONDS = 1.0
@@ -67,16 +67,32 @@ def _behind(job: Any, key: tuple[int, datetime, str]) -> bool:
 
 
 def take_snapshot(session: Session) -> QueueSnapshot:
-    head = session.execute(
-        select(Job.id, Job.priority, Job.created_at)
-        .where(Job.status == JobStatus.QUEUED.value)
-        .order_by(*queue_order())
-        .limit(RANKED_QUEUE_LENGTH)
+    queued = select(Job.id, Job.priority, Job.created_at).where(
+        Job.status == JobStatus.QUEUED.value
+    )
+    projects = session.scalars(
+        select(Job.project_id).where(Job.status == JobStatus.QUEUED.value).distinct().limit(2)
     ).all()
+    if len(projects) > 1:
+        # Projects compete: the order is fair share's, which needs the whole queue.
+        return _fair_snapshot(session)
+    head = session.execute(queued.order_by(*queue_order()).limit(RANKED_QUEUE_LENGTH)).all()
     return QueueSnapshot(
         positions={row.id: index + 1 for index, row in enumerate(head)},
         last=(head[-1].priority, head[-1].created_at, head[-1].id) if head else None,
         complete=len(head) < RANKED_QUEUE_LENGTH,
+        clusters=cluster_states(session, utcnow()),
+        quotas={q.project_id: q for q in project_quotas(session, utcnow())},
+        taken=time.monotonic(),
+    )
+
+
+def _fair_snapshot(session: Session) -> QueueSnapshot:
+    order = project_shares(session).order(load_queue(session))
+    return QueueSnapshot(
+        positions={demand.job_id: index + 1 for index, demand in enumerate(order)},
+        last=None,
+        complete=True,
         clusters=cluster_states(session, utcnow()),
         quotas={q.project_id: q for q in project_quotas(session, utcnow())},
         taken=time.monotonic(),

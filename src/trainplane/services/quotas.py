@@ -1,8 +1,10 @@
-"""Where each project with a quota stands: GPUs its live attempts hold, and
-GPU-hours its attempts used this calendar month (UTC)."""
+"""Where projects stand against their quotas (GPUs their live attempts hold,
+GPU-hours used this calendar month, UTC) and their fair share (GPUs in use
+and weight)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import case, func, or_, select
@@ -10,6 +12,8 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.base import epoch_seconds
 from trainplane.db.models import Job, JobAttempt, Project
+from trainplane.jobs.fairshare import fair_order
+from trainplane.jobs.placement import Demand
 from trainplane.jobs.quotas import ProjectQuota
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
 
@@ -71,3 +75,26 @@ def project_quotas(
         )
         for p in projects
     ]
+
+
+@dataclass(frozen=True)
+class Shares:
+    in_use: dict[str, int]  # project id -> GPUs its live attempts hold
+    weights: dict[str, float]  # project id -> weight, where it is not 1
+
+    def order(self, queue: list[Demand]) -> list[Demand]:
+        return fair_order(queue, self.in_use, self.weights)
+
+
+def project_shares(session: Session) -> Shares:
+    """Call inside a unit of work."""
+    in_use = session.execute(
+        select(Job.project_id, func.sum(Job.gpus))
+        .join(JobAttempt, JobAttempt.job_id == Job.id)
+        .where(JobAttempt.status.in_(_LIVE))
+        .group_by(Job.project_id)
+    ).all()
+    weights = session.execute(select(Project.id, Project.weight).where(Project.weight != 1.0)).all()
+    return Shares(
+        in_use={p: int(g or 0) for p, g in in_use}, weights={p: float(w) for p, w in weights}
+    )
