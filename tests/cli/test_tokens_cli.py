@@ -89,11 +89,13 @@ def test_no_local_token_file_means_no_token(tmp_path, monkeypatch):
 
 def test_projects_update_sets_and_removes_quotas(secured, tmp_path):
     admin = {"TRAINPLANE_TOKEN": BOOTSTRAP, "TRAINPLANE_HOME": str(tmp_path / "client")}
-    quota = ("--max-gpus", "8", "--gpu-hours-per-month", "500")
+    quota = ("--max-gpus", "8", "--gpu-hours-per-month", "500", "--weight", "3")
     set_ = run_cli(secured.url, "projects", "update", "default", *quota, env=admin)
     assert set_.returncode == 0, set_.stderr
-    assert set_.stdout.strip() == "default: max GPUs 8, GPU-hours per month 500.0"
+    assert set_.stdout.strip() == "default: max GPUs 8, GPU-hours per month 500.0, weight 3"
     cleared = run_cli(secured.url, "projects", "update", "default", "--no-gpu-limit", env=admin)
-    assert cleared.stdout.strip() == "default: max GPUs no limit, GPU-hours per month 500.0"
+    assert cleared.stdout.strip() == (
+        "default: max GPUs no limit, GPU-hours per month 500.0, weight 3"
+    )
     empty = run_cli(secured.url, "projects", "update", "default", env=admin)
     assert empty.returncode == 2 and "nothing to change" in empty.stderr

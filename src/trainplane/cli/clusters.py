@@ -94,10 +94,15 @@ def projects_update(
     ] = None,
     no_gpu_limit: Annotated[bool, typer.Option(help="Remove the GPU limit.")] = False,
     no_budget: Annotated[bool, typer.Option(help="Remove the monthly budget.")] = False,
+    weight: Annotated[
+        float | None, typer.Option(help="Fair-share weight (default 1).", min=0.001)
+    ] = None,
     description: Annotated[str | None, typer.Option(help="What the project is for.")] = None,
 ) -> None:
-    """Set a project's quotas (installation admins)."""
+    """Set a project's quotas and fair-share weight (installation admins)."""
     body: dict[str, object] = {}
+    if weight is not None:
+        body["weight"] = weight
     if description is not None:
         body["description"] = description
     if max_gpus is not None or no_gpu_limit:
@@ -109,4 +114,7 @@ def projects_update(
     project = call(State.client().request, "PATCH", f"/v1/projects/{name}", json=body)
     limit = project["max_gpus"] or "no limit"
     budget = project["gpu_hours_per_month"] or "no limit"
-    typer.echo(f"{project['name']}: max GPUs {limit}, GPU-hours per month {budget}")
+    typer.echo(
+        f"{project['name']}: max GPUs {limit}, GPU-hours per month {budget}, "
+        f"weight {project['weight']:g}"
+    )
