@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Exists, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
-from sqlalchemy.sql.selectable import ScalarSelect
 
 from trainplane.db.base import epoch_seconds, utcnow
 from trainplane.db.engine import read_only
@@ -139,7 +138,7 @@ def usage_report(
             epoch_seconds(JobAttempt.started_at).label("start"),
             epoch_seconds(func.coalesce(JobAttempt.finished_at, now)).label("end"),
             Cluster.price_per_gpu_hour,
-            (JobAttempt.number < _last_attempt_number()).label("replaced"),
+            _replaced().label("replaced"),
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .join(Project, Project.id == Job.project_id)
@@ -204,9 +203,10 @@ def usage_report(
     )
 
 
-def _last_attempt_number() -> ScalarSelect[int]:
+def _replaced() -> Exists:
+    """Whether the job has a later attempt: one index probe per attempt."""
     later = aliased(JobAttempt)
-    return select(func.max(later.number)).where(later.job_id == JobAttempt.job_id).scalar_subquery()
+    return exists().where(later.job_id == JobAttempt.job_id, later.number > JobAttempt.number)
 
 
 def _days(since: datetime, until: datetime) -> list[date]:
