@@ -59,8 +59,8 @@ BearerTokenDep = Annotated[str | None, Depends(get_bearer_token)]
 
 async def get_caller(session: SessionDep, token: BearerTokenDep) -> Caller:
     # Every route gets its caller here and only here; services scope every
-    # query by it. Without tokens (or once "auth on" is known) the answer
-    # needs no database, so only a token lookup leaves the event loop.
+    # query by it. While the installation is known to have no tokens the
+    # answer needs no database; otherwise the lookup runs off the event loop.
     if tokens.known_off(session):
         return Caller.local_admin()
     return await to_thread.run_sync(tokens.caller_for, session, token)

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Project
+from trainplane.db.models import Job, Project
 from trainplane.errors import ForbiddenError, InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_states
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
@@ -74,9 +75,13 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
         planned = replace(demand, project_id=project)
         # Submitted now, it would queue behind every job of its priority or
         # higher (a prefix of the queue), then fair share reorders projects.
-        ahead = load_queue(session, min_priority=spec.priority_rank)
-        behind = load_queue(session)[len(ahead) :]
-        order = project_shares(session).order([*ahead, planned, *behind])
+        queue = load_queue(session)
+        ahead = session.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status == JobStatus.QUEUED.value, Job.priority >= spec.priority_rank)
+        )
+        order = project_shares(session).order([*queue[:ahead], planned, *queue[ahead:]])
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1
     decisions = placement.plan(order, clusters, quotas)
