@@ -11,22 +11,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_gpu_check_runs_in_its_cpu_smoke_mode() -> None:
+def run_benchmark(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``benchmarks/<script>`` with ``args``; fails the test unless it exits 0."""
     run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "gpu_check.py"),
-            "--device",
-            "cpu",
-            "--small",
-            "--strategies",
-            "ddp,fsdp",
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+def test_gpu_check_runs_in_its_cpu_smoke_mode() -> None:
+    run = run_benchmark("gpu_check.py", "--device", "cpu", "--small", "--strategies", "ddp,fsdp")
     rows = {
         line.split()[1]: line for line in run.stdout.splitlines() if line.startswith("trainplane ")
     }
@@ -37,20 +35,7 @@ def test_gpu_check_runs_in_its_cpu_smoke_mode() -> None:
 
 
 def test_dashboard_page_benchmark_loads_every_page() -> None:
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "dashboard_pages.py"),
-            "--jobs",
-            "500",
-            "--requests",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_benchmark("dashboard_pages.py", "--jobs", "500", "--requests", "2")
     pages = [line.split()[0] for line in run.stdout.splitlines() if line.startswith("/")]
     assert pages[:2] == ["/v1/jobs?limit=50", "/"]
     assert {"/clusters", "/usage", "/submit"} <= set(pages)
