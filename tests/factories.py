@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
@@ -226,3 +226,33 @@ def example_module(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# --- reading rows back, fresh from the database -------------------------------------
+
+
+def job_row(session: Session, job_id: str) -> Job:
+    session.expunge_all()
+    with session.begin():
+        return session.get_one(Job, job_id)
+
+
+def job_events(session: Session, job_id: str) -> list[tuple[str | None, str, str]]:
+    """(from, to, reason) of each of the job's events, oldest first."""
+    with session.begin():
+        return [
+            (e.from_status, e.to_status, e.reason)
+            for e in session.scalars(
+                select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+            )
+        ]
+
+
+def job_attempts(session: Session, job_id: str) -> list[JobAttempt]:
+    session.expunge_all()
+    with session.begin():
+        return list(
+            session.scalars(
+                select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
+            )
+        )

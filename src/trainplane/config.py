@@ -66,6 +66,22 @@ class Settings(BaseSettings):
         default=None,
         description="This API's address as clusters reach it (TRAINPLANE_URL of runs).",
     )
+    preemption_enabled: bool = Field(
+        default=False,
+        description="Let a high-priority job that cannot start stop low-priority jobs "
+        "(checkpoint first) to get their GPUs.",
+    )
+    preemption_grace_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a preempted attempt has to checkpoint and stop by itself "
+        "before its cluster stops it.",
+    )
+    preemption_min_runtime_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="An attempt running for less than this is never preempted (no thrashing).",
+    )
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )

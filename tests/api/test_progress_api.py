@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import update
 
 from tests.factories import make_attempt, make_job, small_spec
+from trainplane.db.base import utcnow
 from trainplane.db.models import JobAttempt
 from trainplane.jobs.progress import MAX_METRICS, MAX_POINTS
 from trainplane.jobs.states import JobStatus
@@ -53,9 +54,9 @@ def test_reports_are_read_back_in_order_with_the_progress(api, running):
             "points": [_point(1, loss=0.9), _point(2, loss=0.8, lr=1e-3)],
         },
     )
-    assert first.status_code == 204 and first.content == b""
+    assert first.status_code == 200 and first.json() == {"stop": None}
     assert (
-        _post(api, job_id, attempt_id, token, {"points": [_point(3, loss=0.7)]}).status_code == 204
+        _post(api, job_id, attempt_id, token, {"points": [_point(3, loss=0.7)]}).status_code == 200
     )
 
     metrics = api.get(f"/v1/jobs/{job_id}/metrics").json()
@@ -76,20 +77,48 @@ def test_reports_are_read_back_in_order_with_the_progress(api, running):
 
 def test_a_heartbeat_without_a_new_step_is_not_progress(api, running):
     job_id, attempt_id, token = running
-    assert _post(api, job_id, attempt_id, token, {"step": 5}).status_code == 204
+    assert _post(api, job_id, attempt_id, token, {"step": 5}).status_code == 200
     before = api.get(f"/v1/jobs/{job_id}").json()["progress"]
     time.sleep(0.01)
-    assert _post(api, job_id, attempt_id, token, {"step": 5}).status_code == 204
-    assert _post(api, job_id, attempt_id, token, {}).status_code == 204
+    assert _post(api, job_id, attempt_id, token, {"step": 5}).status_code == 200
+    assert _post(api, job_id, attempt_id, token, {}).status_code == 200
     after = api.get(f"/v1/jobs/{job_id}").json()["progress"]
     assert after["step"] == 5
     assert after["last_progress_at"] == before["last_progress_at"]
     assert after["last_heartbeat_at"] > before["last_heartbeat_at"]
-    assert _post(api, job_id, attempt_id, token, {"step": 6}).status_code == 204
+    assert _post(api, job_id, attempt_id, token, {"step": 6}).status_code == 200
     assert (
         api.get(f"/v1/jobs/{job_id}").json()["progress"]["last_progress_at"]
         > after["last_progress_at"]
     )
+
+
+def test_the_answer_asks_a_preempted_attempt_to_checkpoint_and_stop(api, running, session):
+    job_id, attempt_id, token = running
+    assert _post(api, job_id, attempt_id, token, {"step": 1}).json() == {"stop": None}
+    with session.begin():
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.id == attempt_id)
+            .values(stop_reason="preempted", stop_requested_at=utcnow())
+        )
+    answer = _post(api, job_id, attempt_id, token, {"step": 2})
+    assert answer.status_code == 200
+    assert answer.json()["stop"]["reason"] == "preempted"
+    assert answer.json()["stop"]["requested_at"]
+    # The report itself still counts: the runtime keeps reporting until it stops.
+    assert api.get(f"/v1/jobs/{job_id}").json()["progress"]["step"] == 2
+
+
+def test_other_stops_are_not_asked_of_the_runtime(api, running, session):
+    """A cancel or max_runtime stop is done by the cluster at once: there is
+    nothing for the runtime to save first."""
+    job_id, attempt_id, token = running
+    with session.begin():
+        session.execute(
+            update(JobAttempt).where(JobAttempt.id == attempt_id).values(stop_reason="cancelled")
+        )
+    assert _post(api, job_id, attempt_id, token, {"step": 1}).json() == {"stop": None}
 
 
 def test_a_job_whose_attempt_never_reported_has_no_progress(api, session):
@@ -218,14 +247,14 @@ def test_a_full_report_fits_the_body_limit(api, running):
     metrics = {f"train/metric_{i:02d}": 0.123456789012345 for i in range(MAX_METRICS)}
     body = {"step": MAX_POINTS, "points": [_point(i, **metrics) for i in range(MAX_POINTS)]}
     assert len(json.dumps(body)) > 1 << 20  # more than other routes accept
-    assert _post(api, job_id, attempt_id, token, body).status_code == 204
+    assert _post(api, job_id, attempt_id, token, body).status_code == 200
 
 
 def test_metrics_pages_by_cursor_each_point_once_in_order(api, running):
     job_id, attempt_id, token = running
     for start in range(0, 25, 5):
         body = {"points": [_point(step) for step in range(start, start + 5)]}
-        assert _post(api, job_id, attempt_id, token, body).status_code == 204
+        assert _post(api, job_id, attempt_id, token, body).status_code == 200
     steps, cursor, pages = [], None, 0
     while True:
         params = {"limit": 7, **({"cursor": cursor} if cursor else {})}

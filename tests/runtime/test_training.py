@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.scheduler.conftest import register_local
+from tests.scheduler.conftest import register_local, wait_for
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
 from trainplane.net import free_port
@@ -120,6 +120,16 @@ S3_CREDENTIALS = {
 }
 
 
+# Preemption is on for this server; only the preemption tests submit high
+# and low jobs, so it changes nothing for the others.
+PREEMPTION_GRACE_SECONDS = 20
+PREEMPTION = {
+    "TRAINPLANE_PREEMPTION_ENABLED": "true",
+    "TRAINPLANE_PREEMPTION_MIN_RUNTIME_SECONDS": "0",
+    "TRAINPLANE_PREEMPTION_GRACE_SECONDS": str(PREEMPTION_GRACE_SECONDS),
+}
+
+
 def start_server(home: Path, ray_head: LocalRayHead, s3_endpoint: str, **env: str) -> ServerProcess:
     """``trainplane server`` on a SQLite store in ``home``, scheduling on the
     local Ray cluster; ``env`` adds to or overrides its environment."""
@@ -145,7 +155,7 @@ def service(
     ray_head: LocalRayHead, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Service]:
     home = tmp_path_factory.mktemp("service")
-    with start_server(home, ray_head, s3_endpoint) as server:
+    with start_server(home, ray_head, s3_endpoint, **PREEMPTION) as server:
         yield Service(server.url, home, s3_endpoint)
 
 
@@ -299,3 +309,104 @@ def test_sharded_checkpoints_on_s3_resume_exactly(
     assert [c["uri"] for c in listed] == [
         f"{storage}/default/{job_id}/checkpoints/step-{step}" for step in (50, 40)
     ]
+
+
+# --- preemption ----------------------------------------------------------------------
+
+
+def _submit_command(service: Service, name: str, code: str, **spec: Any) -> str:
+    body = {
+        "kind": "train",
+        "name": name,
+        "entrypoint": {"command": ["python", "-c", code]},
+        "resources": {"gpus": 2},
+        **spec,
+    }
+    answer = service.http.post("/v1/jobs", json=body)
+    assert answer.status_code == 201, answer.text
+    return answer.json()["id"]
+
+
+def _events(service: Service, job_id: str) -> list[dict[str, Any]]:
+    return service.http.get(f"/v1/jobs/{job_id}/events", params={"limit": 200}).json()["items"]
+
+
+def _attempt_log(service: Service, job_id: str, number: int) -> str:
+    return service.http.get(f"/v1/jobs/{job_id}/logs", params={"attempt": number}).text
+
+
+def test_a_high_priority_job_preempts_a_low_one_which_checkpoints_and_resumes_exactly(
+    service: Service,
+) -> None:
+    expected = service.trained("ddp")
+    # No restarts allowed: a preemption must not count as a failure.
+    low = service.submit(
+        "ddp", sleep=0.2, priority="low", retries={"max_restarts": 0, "backoff_seconds": 0}
+    )
+    wait_for(
+        lambda: (done := service.losses(low)) and max(done) >= 13,
+        120,
+        "the low job to train past its first checkpoint",
+    )
+    high = _submit_command(service, "urgent", "print('the urgent job ran')", priority="high")
+
+    low_done = service.succeeded(low)
+    high_done = service.succeeded(high)
+
+    first, second = low_done["attempts"]
+    preemptor = f"job {high} (high priority, project default)"
+    assert (first["status"], first["reason"]) == ("STOPPED", f"preempted by {preemptor}")
+    assert second["status"] == "SUCCEEDED"
+    # The runtime saved a checkpoint when asked, at whatever step it was, and
+    # the next attempt resumed from exactly that one.
+    stopped = re.search(
+        r"preempted; stopping after the checkpoint at step (\d+)", _attempt_log(service, low, 1)
+    )
+    assert stopped, _attempt_log(service, low, 1)[-3000:]
+    at = int(stopped.group(1))
+    assert at >= 13
+    assert f"resumed from checkpoint step {at} " in _attempt_log(service, low, 2)
+    assert_resumed_exactly(service, low, expected)
+    assert service.losses(low)[STEPS] == expected[STEPS]  # the same final loss
+
+    # The preemptor started only once the GPUs were free, and the histories
+    # name each other.
+    assert high_done["attempts"][0]["started_at"] >= first["finished_at"]
+    low_reasons = [e["reason"] for e in _events(service, low)]
+    assert any(r.startswith(f"preemption: job {high} (high priority") for r in low_reasons)
+    assert f"preempted by {preemptor}; back in the queue, resumes from its latest checkpoint" in (
+        low_reasons
+    )
+    high_reasons = [e["reason"] for e in _events(service, high)]
+    assert any(r.startswith(f"preempting job {low} (low priority") for r in high_reasons)
+
+
+def test_a_preempted_job_that_does_not_stop_by_itself_is_stopped_after_the_grace_period(
+    service: Service,
+) -> None:
+    """A plain script never hears of the request: the cluster stops it when
+    the grace period is over, and it goes back to the queue all the same."""
+    low = _submit_command(
+        service,
+        "stubborn",
+        "import time; print('busy', flush=True); time.sleep(600)",
+        priority="low",
+    )
+    wait_for(lambda: service.job(low)["status"] == "RUNNING", 120, "the low job to run")
+    asked_at = time.monotonic()
+    high = _submit_command(service, "urgent", "print('the urgent job ran')", priority="high")
+    try:
+        service.succeeded(high)
+        waited = time.monotonic() - asked_at
+        detail = service.job(low)
+        first = detail["attempts"][0]
+        assert first["status"] == "STOPPED"
+        assert first["reason"] == f"preempted by job {high} (high priority, project default)"
+        assert waited >= PREEMPTION_GRACE_SECONDS - 1  # it was given the whole grace period
+        reasons = [e["reason"] for e in _events(service, low)]
+        assert any("asked to checkpoint and stop within 20s" in r for r in reasons)
+        # Back in the queue, then running again once the urgent job is done.
+        wait_for(lambda: len(service.job(low)["attempts"]) == 2, 120, "a second attempt")
+    finally:
+        service.http.post(f"/v1/jobs/{low}/cancel")
+    assert service.wait(low)["status"] == "CANCELLED"

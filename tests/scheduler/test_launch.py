@@ -12,7 +12,7 @@ from trainplane.db.base import utcnow
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.runtime import env as tp_env
-from trainplane.scheduler.launch import launch_request
+from trainplane.scheduler.launch import launch_request, resuming_spec
 from trainplane.scheduler.steps import is_stuck
 from trainplane.services.attempts import AttemptWork
 
@@ -21,11 +21,11 @@ def _spec(**overrides):
     return parse_spec(small_spec(**overrides)).model_dump(mode="json")
 
 
-def _env(spec, number=1):
+def _env(spec, restarts_used=0):
     request = launch_request(
         job_id="job-1",
         attempt_id="attempt-1",
-        attempt_number=number,
+        restarts_used=restarts_used,
         spec=spec,
         accelerator="cpu",
         control_plane_url="http://tp:8080",
@@ -45,9 +45,19 @@ def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
     assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
 
 
-@pytest.mark.parametrize(("number", "left"), [(1, "2"), (2, "1"), (3, "0"), (5, "0")])
-def test_restarts_left_count_down_with_the_attempt_number(number, left):
-    assert _env(_spec(retries={"max_restarts": 2}), number)[tp_env.RESTARTS_LEFT] == left
+@pytest.mark.parametrize(("used", "left"), [(0, "2"), (1, "1"), (2, "0"), (4, "0")])
+def test_restarts_left_count_down_with_the_restarts_used(used, left):
+    assert _env(_spec(retries={"max_restarts": 2}), used)[tp_env.RESTARTS_LEFT] == left
+
+
+def test_an_attempt_after_a_preemption_resumes_whatever_the_spec_says():
+    spec = _spec(checkpoint={"every_steps": 5, "resume": "never"})
+    resumed = resuming_spec(spec)
+    assert resumed["checkpoint"]["resume"] == "auto"
+    assert resumed["checkpoint"]["every_steps"] == 5
+    assert spec["checkpoint"]["resume"] == "never"  # the job's own spec is left alone
+    auto = _spec(checkpoint={"every_steps": 5})
+    assert resuming_spec(auto) is auto
 
 
 def _work(*, last_progress_at, stuck_after_seconds=None):

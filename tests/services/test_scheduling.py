@@ -10,41 +10,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from tests.factories import insert_jobs, make_cluster, small_spec
+from tests.factories import insert_jobs, job_attempts, job_events, job_row, make_cluster, small_spec
 from trainplane.db.base import utcnow
-from trainplane.db.models import Job, JobAttempt, JobEvent, JobTracking
+from trainplane.db.models import JobAttempt, JobTracking
 from trainplane.jobs.states import JobStatus
 from trainplane.services import attempts as svc
 from trainplane.services.placement import place_queued_jobs
 
 POLL = 1.0
 LOST_AFTER = 60.0
-
-
-def _job(session, job_id):
-    session.expunge_all()
-    with session.begin():
-        return session.get_one(Job, job_id)
-
-
-def _events(session, job_id):
-    with session.begin():
-        return [
-            (e.from_status, e.to_status, e.reason)
-            for e in session.scalars(
-                select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
-            )
-        ]
-
-
-def _attempts(session, job_id):
-    session.expunge_all()
-    with session.begin():
-        return list(
-            session.scalars(
-                select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
-            )
-        )
 
 
 def _claim_one(session):
@@ -84,12 +58,12 @@ def test_a_pass_places_what_fits_in_queue_order(session):
     result = place_queued_jobs(session, utcnow())
 
     assert [job_id for job_id, _ in result.placed] == high
-    assert _job(session, high[0]).status == "STARTING"
+    assert job_row(session, high[0]).status == "STARTING"
     for waiting in (first, second, low[0]):
-        assert _job(session, waiting).status == "QUEUED"
-    (attempt,) = _attempts(session, high[0])
+        assert job_row(session, waiting).status == "QUEUED"
+    (attempt,) = job_attempts(session, high[0])
     assert (attempt.number, attempt.status) == (1, "PENDING")
-    assert _events(session, high[0])[-1][:2] == ("QUEUED", "STARTING")
+    assert job_events(session, high[0])[-1][:2] == ("QUEUED", "STARTING")
 
 
 def test_nothing_is_placed_on_unready_clusters(session):
@@ -123,7 +97,7 @@ def test_a_result_is_dropped_when_the_lease_moved_on(session):
     # The lease expires and another scheduler takes the attempt over.
     svc.claim_attempts(session, utcnow() + timedelta(seconds=31), lease_seconds=30, limit=10)
     assert _apply(session, stale, svc.Observed("RUNNING")) is None
-    assert _job(session, job_id).status == "STARTING"
+    assert job_row(session, job_id).status == "STARTING"
 
 
 @pytest.mark.postgres_only
@@ -155,24 +129,24 @@ def test_concurrent_claims_take_disjoint_batches(session, sessions):
 def test_launch_then_running_then_success(session):
     job_id = _placed_job(session)
     _apply(session, _claim_one(session), svc.Launched(new=True))
-    assert _attempts(session, job_id)[0].status == "SUBMITTED"
+    assert job_attempts(session, job_id)[0].status == "SUBMITTED"
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "RUNNING" and job.started_at is not None
     assert "CPU workers with gloo" in job.reason
     _apply(session, _claim_one(session), svc.Observed("SUCCEEDED", exit_code=0, logs="ok\n"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "SUCCEEDED" and job.finished_at is not None
-    (attempt,) = _attempts(session, job_id)
+    (attempt,) = job_attempts(session, job_id)
     assert (attempt.status, attempt.exit_code, attempt.log_tail) == ("SUCCEEDED", 0, "ok\n")
-    assert [e[1] for e in _events(session, job_id)] == ["STARTING", "RUNNING", "SUCCEEDED"]
+    assert [e[1] for e in job_events(session, job_id)] == ["STARTING", "RUNNING", "SUCCEEDED"]
 
 
 def test_a_repeated_launch_is_recorded_not_repeated(session):
     job_id = _placed_job(session)
     applied = _apply(session, _claim_one(session), svc.Launched(new=False))
     assert "already existed" in applied.notes[0]
-    assert _attempts(session, job_id)[0].status == "SUBMITTED"
+    assert job_attempts(session, job_id)[0].status == "SUBMITTED"
 
 
 def test_failure_without_restarts_fails_with_exit_code_and_log_tail(session):
@@ -181,10 +155,10 @@ def test_failure_without_restarts_fails_with_exit_code_and_log_tail(session):
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     logs = "line one\n[rank 0] Traceback: boom\ntrainplane: workers finished with exit code 3\n"
     _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=3, logs=logs))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED"
     assert job.reason.startswith("exit code 3 on cluster local: [rank 0] Traceback: boom")
-    last_event = _events(session, job_id)[-1]
+    last_event = job_events(session, job_id)[-1]
     assert last_event[1] == "FAILED"
 
 
@@ -194,22 +168,22 @@ def test_failure_with_restarts_left_restarts_after_backoff(session):
     _apply(session, _claim_one(session), svc.Launched(new=True))
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=3, logs="x\n"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "RESTARTING"
     assert "restart 1 of 1 in 10s" in job.reason
     assert svc.requeue_restarts(session, utcnow()) == 0  # backoff not over
     assert svc.requeue_restarts(session, utcnow() + timedelta(seconds=11)) == 1
-    assert _job(session, job_id).status == "QUEUED"
+    assert job_row(session, job_id).status == "QUEUED"
 
     # The second attempt fails too: the budget is spent.
     place_queued_jobs(session, utcnow())
     _apply(session, _claim_one(session), svc.Launched(new=True))
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=3, logs="x\n"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED" and "after 1 restart" in job.reason
-    assert [a.number for a in _attempts(session, job_id)] == [1, 2]
-    transitions = [e[1] for e in _events(session, job_id)]
+    assert [a.number for a in job_attempts(session, job_id)] == [1, 2]
+    transitions = [e[1] for e in job_events(session, job_id)]
     assert transitions == [
         "STARTING",
         "RUNNING",
@@ -240,21 +214,21 @@ def test_a_silent_cluster_loses_the_attempt_only_after_the_timeout(session):
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     now = utcnow()
     _apply(session, _claim_one(session), svc.Unreachable("refused"), now=now)
-    assert _job(session, job_id).status == "RUNNING"
+    assert job_row(session, job_id).status == "RUNNING"
     later = now + timedelta(seconds=LOST_AFTER + 1)
     work = svc.claim_attempts(session, later, lease_seconds=30, limit=10)[0]
     _apply(session, work, svc.Unreachable("refused"), now=later)
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED"
     assert "stopped answering for 1m" in job.reason
-    assert _attempts(session, job_id)[0].status == "LOST"
+    assert job_attempts(session, job_id)[0].status == "LOST"
 
 
 def test_an_attempt_lost_before_it_ran_goes_back_to_the_queue(session):
     job_id = _placed_job(session)
     _apply(session, _claim_one(session), svc.Launched(new=True))
     _apply(session, _claim_one(session), svc.Observed(None))  # the cluster forgot it
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "QUEUED" and "back in the queue" in job.reason
 
 
@@ -264,8 +238,8 @@ def test_cancel_of_a_pending_attempt_needs_no_cluster(session, api):
     work = _claim_one(session)
     assert work.job_status is JobStatus.CANCELLING
     _apply(session, work, svc.Observed(None, stop_reason="cancelled"))
-    assert _job(session, job_id).status == "CANCELLED"
-    assert _attempts(session, job_id)[0].status == "STOPPED"
+    assert job_row(session, job_id).status == "CANCELLED"
+    assert job_attempts(session, job_id)[0].status == "STOPPED"
 
 
 def test_cancel_of_a_running_attempt_ends_when_ray_says_stopped(session, api):
@@ -274,9 +248,9 @@ def test_cancel_of_a_running_attempt_ends_when_ray_says_stopped(session, api):
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     api.post(f"/v1/jobs/{job_id}/cancel")
     _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason="cancelled"))
-    assert _job(session, job_id).status == "CANCELLING"
+    assert job_row(session, job_id).status == "CANCELLING"
     _apply(session, _claim_one(session), svc.Observed("STOPPED", stop_reason="cancelled"))
-    assert _job(session, job_id).status == "CANCELLED"
+    assert job_row(session, job_id).status == "CANCELLED"
 
 
 def test_max_runtime_stop_fails_the_job(session):
@@ -284,16 +258,16 @@ def test_max_runtime_stop_fails_the_job(session):
     _apply(session, _claim_one(session), svc.Launched(new=True))
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason="max_runtime"))
-    assert _job(session, job_id).status == "RUNNING"
+    assert job_row(session, job_id).status == "RUNNING"
     _apply(session, _claim_one(session), svc.Observed("STOPPED"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED" and "exceeded max_runtime 1m" in job.reason
 
 
 def test_a_rejected_launch_fails_the_job_with_the_reason(session):
     job_id = _placed_job(session)
     _apply(session, _claim_one(session), svc.Rejected("runtime_env is invalid"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED" and "refused the job: runtime_env is invalid" in job.reason
 
 
@@ -311,7 +285,7 @@ def test_attempts_on_their_way_up_are_looked_at_more_often(session):
             starting_poll_seconds=0.25,
             lost_after_seconds=60,
         )
-        return (_attempts(session, job_id)[0].lease_expires_at - now).total_seconds()
+        return (job_attempts(session, job_id)[0].lease_expires_at - now).total_seconds()
 
     assert next_look(svc.Launched(new=True)) == pytest.approx(0.25)
     # Claims need the attempt due: move the clock by re-dating it.
@@ -347,15 +321,15 @@ def test_a_stuck_stop_is_a_failure_that_restarts_while_restarts_remain(session):
     spec = small_spec(retries={"max_restarts": 1, "backoff_seconds": 0})
     job_id = _running_with_progress(session, spec, step=40, silent_for=timedelta(minutes=2))
     _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
-    assert _job(session, job_id).status == "RUNNING"  # until Ray confirms the stop
+    assert job_row(session, job_id).status == "RUNNING"  # until Ray confirms the stop
     _apply(session, _claim_one(session), svc.Observed("STOPPED", logs="step 40\n"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "RESTARTING"
     # Seconds pass between the test's clock and the scheduler's.
     assert re.match(
         r"stuck: no progress for 2m(\d+s)? \(last step 40\); restart 1 of 1", job.reason
     )
-    (attempt,) = _attempts(session, job_id)
+    (attempt,) = job_attempts(session, job_id)
     assert (attempt.status, attempt.stop_reason) == ("FAILED", "stuck")
 
 
@@ -365,6 +339,6 @@ def test_a_stuck_stop_without_restarts_left_fails_the_job(session):
     _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
     # However Ray words the end of a stopped job, it is the stuck failure.
     _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=-15, logs="x\n"))
-    job = _job(session, job_id)
+    job = job_row(session, job_id)
     assert job.status == "FAILED"
     assert re.fullmatch(r"stuck: no progress for 4[5-9]s \(last step 7\)", job.reason)

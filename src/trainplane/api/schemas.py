@@ -19,7 +19,7 @@ from trainplane.services.checkpoints import JobCheckpoints
 from trainplane.services.clusters import ClusterView
 from trainplane.services.jobs import AttemptRow, JobDetail
 from trainplane.services.plans import JobPlan
-from trainplane.services.progress import MetricsPage, Progress
+from trainplane.services.progress import MetricsPage, Progress, StopRequest
 from trainplane.services.queue import QueueView
 from trainplane.services.tracking import tracking_view
 from trainplane.services.usage import JobUsage
@@ -277,6 +277,24 @@ class MetricPointOut(BaseModel):
     step: int
     time: float = Field(description="When it was measured, unix seconds (as reported).")
     metrics: dict[str, float]
+
+
+class StopRequestOut(BaseModel):
+    reason: str = Field(description="`preempted`: a higher-priority job needs the GPUs.")
+    requested_at: datetime
+
+
+class ProgressAckOut(BaseModel):
+    stop: StopRequestOut | None = Field(
+        description="Set when the attempt should save a checkpoint and stop now; its "
+        "cluster stops it at the end of the grace period otherwise."
+    )
+
+    @classmethod
+    def of(cls, stop: StopRequest | None) -> ProgressAckOut:
+        if stop is None:
+            return cls(stop=None)
+        return cls(stop=StopRequestOut(reason=stop.reason, requested_at=stop.requested_at))
 
 
 class MetricsOut(BaseModel):

@@ -138,6 +138,11 @@ class JobAttempt(Base):
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Why trainplane asked the cluster to stop it (cancel, max_runtime), if it did.
     stop_reason: Mapped[str | None] = mapped_column(String(32))
+    # When the stop was asked for. A preempted attempt gets a grace period
+    # from then to checkpoint and stop by itself before the cluster stops it.
+    stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The job whose GPUs this attempt was stopped to free (stop_reason preempted).
+    preempted_by: Mapped[str | None] = mapped_column(String(26))
     # The end of the attempt's log, kept once it ends: clusters forget.
     log_tail: Mapped[str] = mapped_column(Text, default="", server_default="")
     # A scheduler works on an attempt only while it holds its lease; results

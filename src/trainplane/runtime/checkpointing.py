@@ -110,6 +110,7 @@ class Checkpointer:
         write_files: Callable[[Path], None],
         trainer_state: dict[str, Any],
         format: str,
+        reason: str | None = None,
     ) -> str:
         if self.storage is None:
             raise StorageError("this job has no checkpoint storage")
@@ -145,6 +146,7 @@ class Checkpointer:
                 files=[layout.FileEntry(**entry) for entry in published],
                 job_id=self.job_id,
                 attempt_id=self.attempt_id,
+                reason=reason,
             )
             layout.write_manifest(self.storage, manifest)
             self._apply_retention(step)

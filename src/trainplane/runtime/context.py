@@ -38,6 +38,7 @@ from trainplane.runtime.checkpointing import (
 )
 from trainplane.runtime.data import ResumableLoader
 from trainplane.runtime.export import ModelExport, ModelSaver
+from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
 from trainplane.runtime.strategies.base import OptimizerArg
@@ -61,6 +62,7 @@ class TrainContext:
         checkpoint_root: str | None = None,
         model_root: str | None = None,
         reporter: ProgressReporter | None = None,
+        watch_stop_requests: bool = False,
     ) -> None:
         self.spec = spec
         self.rank = rank
@@ -88,6 +90,9 @@ class TrainContext:
         self._loaders: list[ResumableLoader] = []
         self._micro = 0
         self._reporter = reporter if rank == 0 else None
+        # True on every rank when a control plane may ask the attempt to stop
+        # (it answers rank 0's reports): then each report checks, collectively.
+        self._watch_stop = watch_stop_requests
         self._checkpointer = Checkpointer(
             checkpoint_root,
             CheckpointPolicy.from_spec(spec.get("checkpoint") or {}),
@@ -266,10 +271,35 @@ class TrainContext:
         if self._reporter is not None:
             self._reporter.record(step, values, self.total_steps)
         self._maybe_log(step, values)
+        if self._watch_stop and self._stop_requested():
+            self._stop_for_preemption(values, step)
         if self._checkpointer.due_after(self._policy_step, step):
             self.checkpoint(values, step=step)
 
-    def checkpoint(self, metrics: dict[str, Any] | None = None, step: int | None = None) -> str:
+    def _stop_requested(self) -> bool:
+        """Rank 0's reporter knows; every rank learns it at the same step."""
+        asked = self._reporter is not None and self._reporter.stop_reason is not None
+        if not (dist.is_initialized() and self.world_size > 1):
+            return asked
+        flag = torch.tensor([int(asked)], dtype=torch.int32, device=self._comm_device())
+        dist.broadcast(flag, src=0)
+        return bool(flag.item())
+
+    def _stop_for_preemption(self, values: dict[str, float], step: int) -> None:
+        if self._checkpointer.storage is not None:
+            self.checkpoint(values, step=step, reason=CHECKPOINT_REASON)
+            self.log(f"trainplane: preempted; stopping after the checkpoint at step {step}")
+        else:
+            self.log("trainplane: preempted; this job has no checkpoint storage to save to")
+        raise Preempted(f"preempted at step {step}")
+
+    def checkpoint(
+        self,
+        metrics: dict[str, Any] | None = None,
+        step: int | None = None,
+        *,
+        reason: str | None = None,
+    ) -> str:
         """Save a checkpoint now; returns its URI."""
         runner = self._prepared()
         step = self.global_step if step is None else step
@@ -289,6 +319,7 @@ class TrainContext:
             write_files=runner.save,
             trainer_state=state,
             format=runner.format,
+            reason=reason,
         )
         self._policy_step = step
         if self._reporter is not None:

@@ -21,6 +21,7 @@ from trainplane.net import free_port
 from trainplane.recipes import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
+from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
 from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
 
 # The driver's own failures, distinct from a user command's exit code.
@@ -122,12 +123,23 @@ def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:
             from trainplane.runtime.ray_train import run_with_ray_train
 
             run_with_ray_train(spec, on_gpu=on_gpu, restarts_left=restarts_left)
+    except Preempted:
+        return _stopped_for_preemption()
     except Exception as exc:
         traceback.print_exc()
         print(f"trainplane: training failed: {type(exc).__name__}: {exc}", flush=True)
         return EXIT_TRAINING_FAILED
+    if workers > 1 and checkpointed_for_preemption(
+        os.environ.get(tp_env.CHECKPOINT_DIR), os.environ.get(tp_env.ATTEMPT_ID)
+    ):
+        return _stopped_for_preemption()
     print("trainplane: training finished", flush=True)
     return 0
+
+
+def _stopped_for_preemption() -> int:
+    print("trainplane: stopped for preemption; the next attempt resumes from here", flush=True)
+    return EXIT_PREEMPTED
 
 
 def run_inline(argv: list[str], common_env: dict[str, str]) -> int:

@@ -69,6 +69,11 @@ def run_rank(
         checkpoint_root=os.environ.get(tp_env.CHECKPOINT_DIR),
         model_root=os.environ.get(tp_env.MODEL_DIR),
         reporter=reporter,
+        # The same on every rank: the control plane answers reports only
+        # when there is one to report to.
+        watch_stop_requests=bool(
+            os.environ.get(tp_env.CONTROL_PLANE_URL) and os.environ.get(tp_env.ATTEMPT_TOKEN)
+        ),
     )
     try:
         result = function(context)

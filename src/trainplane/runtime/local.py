@@ -20,6 +20,7 @@ import torch.distributed as dist
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.functions import run_rank
+from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted
 
 
 def device_for(local_rank: int) -> torch.device:
@@ -72,6 +73,8 @@ def main(argv: list[str]) -> int:
         spec = json.loads(os.environ[tp_env.SPEC])
     try:
         run_local(spec)
+    except Preempted:
+        return EXIT_PREEMPTED
     except Exception:
         traceback.print_exc()
         return 1

@@ -26,6 +26,7 @@ from typing import Any
 
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.preemption import EXIT_PREEMPTED
 from trainplane.runtime.processes import die_with_parent, forward_output
 
 
@@ -67,7 +68,9 @@ def worker_main(config: dict[str, Any]) -> None:
     )
     forward_output(process, rank=rank)
     code = process.wait()
-    if code != 0:
+    # A preempted rank returns like a finished one: raising would make Ray
+    # Train restart the group. The driver learns of it from the checkpoint.
+    if code not in (0, EXIT_PREEMPTED):
         raise RuntimeError(f"rank {rank} exited with code {code}")
 
 

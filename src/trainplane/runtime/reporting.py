@@ -2,9 +2,11 @@
 
 Points are queued and sent in batches every couple of seconds (each send is
 also the attempt's heartbeat), so a slow or unreachable control plane never
-slows a step. A 409 means the control plane considers the attempt over: the
-reporter stops. Without a control plane (a local run) points can go to a JSON
-Lines file instead.
+slows a step. The answer may ask the attempt to stop (it was preempted):
+``stop_reason`` is set, and the training loop acts on it at its next report.
+A 409 means the control plane considers the attempt over: the reporter stops.
+Without a control plane (a local run) points can go to a JSON Lines file
+instead.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class ProgressReporter:
         self.wake = threading.Event()
         self.closing = False
         self.revoked = False
+        # Set when the control plane asks the attempt to checkpoint and stop.
+        self.stop_reason: str | None = None
         self.failures = 0
         self.last_sent = 0.0
         self.sending = False  # a batch is out of the queue but not yet delivered
@@ -134,9 +138,23 @@ class ProgressReporter:
             return
         self.failures = 0
         self.last_sent = time.monotonic()
+        if answer.status_code == 200:
+            self._read_answer(answer)
         if answer.status_code >= 400:
             print(
                 f"trainplane: the control plane refused progress ({answer.status_code}): "
                 f"{answer.text[:300]}",
+                flush=True,
+            )
+
+    def _read_answer(self, answer: httpx.Response) -> None:
+        try:
+            stop = (answer.json() or {}).get("stop")
+        except (ValueError, AttributeError):
+            return
+        if isinstance(stop, dict) and stop.get("reason") and self.stop_reason is None:
+            self.stop_reason = str(stop["reason"])
+            print(
+                f"trainplane: the control plane asks this attempt to stop ({self.stop_reason})",
                 flush=True,
             )

@@ -29,7 +29,7 @@ def launch_request(
     *,
     job_id: str,
     attempt_id: str,
-    attempt_number: int,
+    restarts_used: int,
     spec: dict[str, Any],
     accelerator: str,
     control_plane_url: str | None,
@@ -47,7 +47,7 @@ def launch_request(
         tp_env.ATTEMPT_TOKEN: attempt_token,
         tp_env.CHECKPOINT_DIR: checkpoint_dir,
         tp_env.MODEL_DIR: model_dir,
-        tp_env.RESTARTS_LEFT: str(restarts_left(spec, attempt_number)),
+        tp_env.RESTARTS_LEFT: str(restarts_left(spec, restarts_used)),
         # Worker output reaches the job log without terminal colour codes.
         "RAY_COLOR_PREFIX": "0",
     }
@@ -73,12 +73,21 @@ def launch_request(
     )
 
 
-def restarts_left(spec: dict[str, Any], attempt_number: int) -> int:
-    """Restarts the job's retry policy still allows after this attempt,
-    counting every earlier attempt as one restart used (an attempt lost before
-    it ran used none, so this errs low, never high)."""
+def restarts_left(spec: dict[str, Any], restarts_used: int) -> int:
+    """Restarts the job's retry policy still allows, after the ``restarts_used``
+    by earlier attempts (failed or lost after they ran; a preempted or
+    cancelled attempt uses none)."""
     max_restarts = int((spec.get("retries") or {}).get("max_restarts", 0))
-    return max(0, max_restarts - (attempt_number - 1))
+    return max(0, max_restarts - restarts_used)
+
+
+def resuming_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with ``checkpoint.resume: auto``: an attempt after a
+    preemption continues from the latest checkpoint, whatever the spec says."""
+    checkpoint = dict(spec.get("checkpoint") or {})
+    if checkpoint.get("resume", "auto") == "auto":
+        return spec
+    return {**spec, "checkpoint": {**checkpoint, "resume": "auto"}}
 
 
 def driver_resources(spec: dict[str, Any], accelerator: str) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The scheduler's loop: each iteration re-queues restarts whose backoff is over,
-checks cluster health, places queued jobs, then advances every attempt that is
-due (launch, watch, stop) with the cluster calls spread over a thread pool."""
+checks cluster health, asks for preemptions (when enabled), places queued
+jobs, then advances every attempt that is due (launch, watch, stop) with the
+cluster calls spread over a thread pool."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from trainplane.services import attempts as attempt_service
 from trainplane.services import clusters as cluster_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.placement import place_queued_jobs
+from trainplane.services.preemption import preempt_for_waiting_jobs
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +57,34 @@ class Scheduler:
             with self.sessions() as session:
                 attempt_service.requeue_restarts(session, utcnow())
             self.check_clusters()
+            self.preempt()
+        grace = self.settings.preemption_grace_seconds if self.settings.preemption_enabled else None
         with self.sessions() as session:
-            result = place_queued_jobs(session, utcnow())
+            result = place_queued_jobs(session, utcnow(), preemption_grace_seconds=grace)
         if result.placed:
             log.info("placed %d job(s)", len(result.placed))
         self.advance_attempts()
+
+    def preempt(self) -> None:
+        """Ask low-priority attempts to make room for waiting high-priority
+        jobs, when the server allows preemption."""
+        settings = self.settings
+        if not settings.preemption_enabled:
+            return
+        with self.sessions() as session:
+            asked = preempt_for_waiting_jobs(
+                session,
+                utcnow(),
+                grace_seconds=settings.preemption_grace_seconds,
+                min_runtime_seconds=settings.preemption_min_runtime_seconds,
+            )
+        for item in asked:
+            log.info(
+                "job %s preempts job %s on cluster %s",
+                item.preemptor_job,
+                item.victim_job,
+                item.cluster,
+            )
 
     def advance_attempts(self) -> None:
         settings = self.settings
@@ -76,6 +101,7 @@ class Scheduler:
                 control_plane_url=settings.advertise_url,
                 checkpoint_storage=settings.resolved_checkpoint_storage,
                 stuck_after_seconds=settings.stuck_after_seconds,
+                preemption_grace_seconds=settings.preemption_grace_seconds,
                 token_key=self.token_key.get(session),
             )
         futures = [

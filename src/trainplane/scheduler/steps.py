@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
+from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.states import AttemptStatus, JobStatus
-from trainplane.scheduler.launch import LaunchError, launch_request
+from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
 from trainplane.services.attempt_tokens import attempt_token
 from trainplane.services.attempts import (
     STUCK,
@@ -33,6 +34,7 @@ class AdvanceContext:
     checkpoint_storage: str  # for jobs whose spec names no checkpoint.storage
     stuck_after_seconds: float  # for jobs whose spec sets no stuck_after
     token_key: bytes
+    preemption_grace_seconds: float = 120.0
 
 
 def advance(
@@ -42,14 +44,22 @@ def advance(
         return Unreachable("its cluster was removed")
     ray = clusters.get(work.cluster_address)
     try:
-        if work.job_status is JobStatus.CANCELLING or work.stop_reason:
+        if work.job_status is JobStatus.CANCELLING:
             return _stop(ray, work, work.stop_reason or CANCELLED)
+        if work.stop_reason == PREEMPTED:
+            # Checkpoint first: the runtime stops by itself once it has saved;
+            # only what still runs after the grace period is stopped.
+            if _grace_over(work, now, context.preemption_grace_seconds):
+                return _stop(ray, work, PREEMPTED)
+            return _observe(ray, work)
+        if work.stop_reason:
+            return _stop(ray, work, work.stop_reason)
         if work.status is AttemptStatus.PENDING:
             request = launch_request(
                 job_id=work.job_id,
                 attempt_id=work.attempt_id,
-                attempt_number=work.number,
-                spec=work.spec,
+                restarts_used=work.restarts_used,
+                spec=resuming_spec(work.spec) if work.after_preemption else work.spec,
                 accelerator=work.accelerator,
                 control_plane_url=context.control_plane_url,
                 attempt_token=attempt_token(context.token_key, work.attempt_id),
@@ -94,6 +104,19 @@ def _stop(ray: RayCluster, work: AttemptWork, why: str) -> Observed:
         return Observed(status=None, stop_reason=why)
     logs = ray.logs(work.attempt_id) if state.ended else None
     return Observed(state.status, state.message, state.exit_code, logs, stop_reason=why)
+
+
+def _observe(ray: RayCluster, work: AttemptWork) -> Observed:
+    state = ray.state(work.attempt_id)
+    if state is None:
+        return Observed(status=None)
+    logs = ray.logs(work.attempt_id) if state.ended else None
+    return Observed(state.status, state.message, state.exit_code, logs)
+
+
+def _grace_over(work: AttemptWork, now: datetime, grace_seconds: float) -> bool:
+    asked = work.stop_requested_at
+    return asked is None or (now - asked).total_seconds() >= grace_seconds
 
 
 def _over_time(work: AttemptWork, now: datetime) -> bool:

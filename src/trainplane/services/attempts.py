@@ -22,12 +22,15 @@ from sqlalchemy.orm import Session
 from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import StaleStateError
 from trainplane.jobs.durations import format_duration, parse_duration
+from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.leases import claim_due
+from trainplane.services.preemption import preemptor_name
 from trainplane.services.status import set_status
 
 A = AttemptStatus
+_LIVE_VALUES = [s.value for s in LIVE_ATTEMPT_STATUSES]
 SCHEDULER = "scheduler"
 # The stop_reason of an attempt stopped because its step stopped advancing.
 STUCK = "stuck"
@@ -60,6 +63,12 @@ class AttemptWork:
     progress_step: int | None = None
     last_progress_at: datetime | None = None
     stuck_after_seconds: int | None = None  # the spec's stuck_after; None: the server's
+    stop_requested_at: datetime | None = None
+    # Only for a PENDING attempt: restarts its job has used so far (attempts
+    # that ran and failed or were lost), and whether the attempt before it was
+    # preempted.
+    restarts_used: int = 0
+    after_preemption: bool = False
 
 
 # --- outcomes of the slow phase ---------------------------------------------------
@@ -121,6 +130,9 @@ def claim_attempts(
             .join(Job, Job.id == JobAttempt.job_id)
             .outerjoin(Cluster, Cluster.id == JobAttempt.cluster_id)
             .where(JobAttempt.id.in_(ids))
+        ).all()
+        history = _launch_history(
+            session, [job.id for attempt, job, _ in rows if attempt.status == A.PENDING.value]
         )
         return [
             AttemptWork(
@@ -143,9 +155,45 @@ def claim_attempts(
                 progress_step=attempt.progress_step,
                 last_progress_at=attempt.last_progress_at,
                 stuck_after_seconds=_seconds(job.spec.get("stuck_after")),
+                stop_requested_at=attempt.stop_requested_at,
+                **history.get(job.id, {}),
             )
             for attempt, job, cluster in rows
         ]
+
+
+def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """What launching the next attempt of each job needs to know about the
+    earlier ones: how many restarts they used, and whether the last one was
+    preempted (the next resumes from its checkpoint whatever the spec says)."""
+    if not job_ids:
+        return {}
+    history: dict[str, dict[str, Any]] = {}
+    rows = session.execute(
+        select(
+            JobAttempt.job_id,
+            JobAttempt.status,
+            JobAttempt.stop_reason,
+            JobAttempt.started_at,
+            JobAttempt.exit_code,
+        )
+        .where(JobAttempt.job_id.in_(job_ids), JobAttempt.status.not_in(_LIVE_VALUES))
+        .order_by(JobAttempt.job_id, JobAttempt.number)
+    )
+    for row in rows:
+        entry = history.setdefault(row.job_id, {"restarts_used": 0, "after_preemption": False})
+        if _used_a_restart(row):
+            entry["restarts_used"] += 1
+        entry["after_preemption"] = row.stop_reason == PREEMPTED
+    return history
+
+
+def _used_a_restart(attempt: Any) -> bool:
+    """Failed or lost after it ran: what a job's retry budget counts. A
+    preempted, cancelled or never-started attempt uses none."""
+    return attempt.status in (A.FAILED.value, A.LOST.value) and (
+        attempt.started_at is not None or attempt.exit_code is not None
+    )
 
 
 def _seconds(duration: str | None) -> int | None:
@@ -275,6 +323,18 @@ def _apply(
         _end_attempt(attempt, A.SUCCEEDED, now, reason="succeeded")
         if status in (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.CANCELLING):
             move(JobStatus.SUCCEEDED, f"succeeded on {where}", last_lines)
+        return
+    if attempt.stop_reason == PREEMPTED and status is not JobStatus.CANCELLING:
+        # Whether it stopped by itself after its checkpoint or was stopped at
+        # the end of the grace period, it goes back to the queue without using
+        # a restart; the next attempt resumes from the latest checkpoint.
+        by = preemptor_name(session, attempt.preempted_by)
+        _end_attempt(attempt, A.STOPPED, now, reason=f"preempted by {by}")
+        move(
+            JobStatus.QUEUED,
+            f"preempted by {by}; back in the queue, resumes from its latest checkpoint",
+            last_lines,
+        )
         return
     if attempt.stop_reason == STUCK and status is not JobStatus.CANCELLING:
         # Stopped by us for hanging: a failure like a crash, so the job

@@ -9,7 +9,7 @@ outside any transaction (``trainplane.scheduler``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
@@ -18,6 +18,7 @@ from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt
 from trainplane.ids import new_id
 from trainplane.jobs.placement import ClusterState, Demand, plan
+from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
@@ -26,6 +27,9 @@ from trainplane.services.status import set_status_many
 from trainplane.services.tracking import start_tracking
 
 SCHEDULER_ACTOR = "scheduler"
+# How long after its victims were asked to stop a preemptor keeps its first
+# claim on the GPUs they free: past the grace period, plus time to notice.
+EARMARK_SLACK_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,11 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
     ]
 
 
-def place_queued_jobs(session: Session, now: datetime) -> PassResult:
+def place_queued_jobs(
+    session: Session, now: datetime, *, preemption_grace_seconds: float | None = None
+) -> PassResult:
+    """``preemption_grace_seconds``: set when preemption is on, so that jobs
+    that preempted others are offered the freed GPUs first."""
     with placement_section(), session.begin():
         if not try_placement_lock(session):
             return PassResult(placed=[])  # another scheduler is placing
@@ -80,9 +88,39 @@ def place_queued_jobs(session: Session, now: datetime) -> PassResult:
             # Nothing can start: the queue, however long, need not be read.
             return PassResult(placed=[])
         queue = project_shares(session).order(load_queue(session))
+        if preemption_grace_seconds is not None:
+            queue = preemptors_first(
+                queue, preemptors(session, now, grace_seconds=preemption_grace_seconds)
+            )
         decisions = plan(queue, clusters, QuotaLedger.of(project_quotas(session, now)))
         placed = _start_attempts(session, decisions.placements, clusters, now)
     return PassResult(placed=placed)
+
+
+def preemptors(session: Session, now: datetime, *, grace_seconds: float) -> set[str]:
+    """Queued jobs that asked running attempts to stop for them recently."""
+    since = now - timedelta(seconds=grace_seconds + EARMARK_SLACK_SECONDS)
+    return set(
+        session.scalars(
+            select(JobAttempt.preempted_by)
+            .join(Job, Job.id == JobAttempt.preempted_by)
+            .where(
+                JobAttempt.stop_reason == PREEMPTED,
+                JobAttempt.stop_requested_at >= since,
+                Job.status == JobStatus.QUEUED.value,
+            )
+            .distinct()
+        )
+    )
+
+
+def preemptors_first(queue: list[Demand], first: set[str]) -> list[Demand]:
+    """The GPUs a preemption frees go to the job it was for, whatever fair
+    share would say: otherwise another project's job could take them and the
+    preemptor would stop more jobs, or wait behind the very job it displaced."""
+    if not first:
+        return queue
+    return [d for d in queue if d.job_id in first] + [d for d in queue if d.job_id not in first]
 
 
 def _start_attempts(

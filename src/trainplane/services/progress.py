@@ -19,6 +19,7 @@ from trainplane.db.base import json_merge, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import JobAttempt, JobMetric
 from trainplane.errors import ConflictError, NotFoundError
+from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.progress import ProgressReport
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
 from trainplane.services.access import Caller
@@ -61,6 +62,15 @@ class Progress:
         )
 
 
+@dataclass(frozen=True)
+class StopRequest:
+    """What the control plane asks of a live attempt in answer to a report:
+    checkpoint now and stop (it was preempted)."""
+
+    reason: str
+    requested_at: datetime
+
+
 def record_progress(
     session: Session,
     token_key: TokenKey,
@@ -69,10 +79,11 @@ def record_progress(
     attempt_id: str,
     token: str | None,
     report: ProgressReport,
-) -> None:
+) -> StopRequest | None:
     """Every report is a heartbeat; its step counts as progress when it
     differs from the one before (or is the first): after workers restart from
-    a checkpoint the step goes back, and redoing those steps is progress too."""
+    a checkpoint the step goes back, and redoing those steps is progress too.
+    Returns the stop the attempt is asked for, if any."""
     # The token is checked before anything is looked up, so that only the
     # holder of an attempt's token learns whether that attempt exists.
     check_attempt_token(token_key.get(session), attempt_id, token)
@@ -95,7 +106,7 @@ def record_progress(
     with session.begin():
         # One statement checks that the attempt is live and records the report,
         # so a report racing the attempt's end is either in before it or refused.
-        number = session.scalar(
+        row = session.execute(
             update(JobAttempt)
             .where(
                 JobAttempt.id == attempt_id,
@@ -103,11 +114,12 @@ def record_progress(
                 JobAttempt.status.in_(_LIVE),
             )
             .values(values)
-            .returning(JobAttempt.number)
+            .returning(JobAttempt.number, JobAttempt.stop_reason, JobAttempt.stop_requested_at)
             .execution_options(synchronize_session=False)
-        )
-        if number is None:
+        ).first()
+        if row is None:
             _refuse(session, job_id, attempt_id)
+        number = row.number
         if report.points:
             session.execute(
                 insert(JobMetric),
@@ -123,6 +135,9 @@ def record_progress(
                     for point in report.points
                 ],
             )
+    if row.stop_reason == PREEMPTED:
+        return StopRequest(reason=PREEMPTED, requested_at=row.stop_requested_at or utcnow())
+    return None
 
 
 def latest_values(report: ProgressReport) -> dict[str, float]:

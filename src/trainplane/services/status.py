@@ -39,6 +39,24 @@ def record_submission(session: Session, job: Job, *, actor: str) -> JobEvent:
     )
 
 
+def record_note(
+    session: Session, job_id: str, status: JobStatus, *, reason: str, actor: str
+) -> None:
+    """An event that changes no status (from and to are the job's current
+    one): something happened to the job that its history must show, such as
+    a preemption being asked for while it keeps running."""
+    _write_event(
+        session,
+        job_id=job_id,
+        created_at=utcnow(),
+        from_status=status.value,
+        to_status=status.value,
+        reason=reason,
+        message="",
+        actor=actor,
+    )
+
+
 def set_status(
     session: Session,
     job: Job,

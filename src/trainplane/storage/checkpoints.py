@@ -59,6 +59,9 @@ class Manifest(BaseModel):
     files: list[FileEntry]
     job_id: str | None = None
     attempt_id: str | None = None
+    # Why it was saved when it was: None by the job's policy or on request,
+    # "preempted" just before the attempt stopped for a higher-priority job.
+    reason: str | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @property

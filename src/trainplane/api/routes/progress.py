@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
 from trainplane.api.problems import PROBLEM_RESPONSES, problem_response
-from trainplane.api.schemas import MetricsOut, json_response
+from trainplane.api.schemas import MetricsOut, ProgressAckOut, json_response
 from trainplane.jobs.progress import ProgressReport
 from trainplane.services import progress as progress_service
 
@@ -21,7 +21,7 @@ MAX_METRICS_PAGE = 10_000
 
 @router.post(
     "/{job_id}/attempts/{attempt_id}/progress",
-    status_code=204,
+    response_model=ProgressAckOut,
     responses={401: problem_response("Missing or wrong attempt token")},
 )
 def report_progress(
@@ -31,17 +31,18 @@ def report_progress(
     session: SessionDep,
     token_key: TokenKeyDep,
     token: BearerTokenDep,
-) -> Response:
+) -> ProgressAckOut:
     """For the attempt's runtime: its step and a batch of metric points. Every
-    call is a heartbeat. 409 once the attempt has ended: stop reporting."""
+    call is a heartbeat. The answer's `stop` asks the attempt to checkpoint and
+    stop (it was preempted). 409 once the attempt has ended: stop reporting."""
     # Authenticated by the attempt token (TRAINPLANE_ATTEMPT_TOKEN), not by a
     # Caller: the runtime holds no user's credential, and must not, since its
     # code and environment are the job author's. The token lets it do one
     # thing: report on its own attempt while that attempt is live.
-    progress_service.record_progress(
+    stop = progress_service.record_progress(
         session, token_key, job_id=job_id, attempt_id=attempt_id, token=token, report=report
     )
-    return Response(status_code=204)
+    return ProgressAckOut.of(stop)
 
 
 @router.get("/{job_id}/metrics", response_model=MetricsOut)
