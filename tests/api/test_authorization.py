@@ -242,6 +242,29 @@ def test_a_caller_sees_only_its_projects(world):
     assert world.client.get("/v1/tokens", headers=world.as_("viewer")).json()["items"] == []
 
 
+def test_a_tokens_last_use_is_recorded_to_the_minute(world, session):
+    def last_used():
+        tokens = world.client.get("/v1/tokens", headers=world.as_("root")).json()["items"]
+        return {t["name"]: t["last_used_at"] for t in tokens}
+
+    assert last_used()["viewer"] is None
+    world.client.get("/v1/jobs", headers=world.as_("viewer"))
+    first = last_used()["viewer"]
+    assert first is not None
+    world.client.get("/v1/jobs", headers=world.as_("viewer"))
+    assert last_used()["viewer"] == first  # within the minute: not written again
+    with session.begin():
+        session.execute(
+            update(ApiToken)
+            .where(ApiToken.name == "viewer")
+            .values(last_used_at=utcnow() - timedelta(minutes=5))
+        )
+    world.client.get("/v1/jobs", headers=world.as_("viewer"))
+    assert last_used()["viewer"] > first
+    # A refused token is not "used".
+    assert last_used()["revoked"] is None
+
+
 def test_401s_say_why_and_ask_for_a_bearer_token(world):
     for caller, words in [
         ("none", "needs an API token"),

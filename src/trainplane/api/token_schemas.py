@@ -65,6 +65,7 @@ class TokenOut(BaseModel):
     created_at: datetime
     expires_at: datetime | None
     revoked_at: datetime | None
+    last_used_at: datetime | None = Field(description="To the minute; null: never used.")
 
     @classmethod
     def from_view(cls, view: TokenView, now: datetime) -> TokenOut:
@@ -80,6 +81,7 @@ class TokenOut(BaseModel):
             created_at=t.created_at,
             expires_at=t.expires_at,
             revoked_at=t.revoked_at,
+            last_used_at=t.last_used_at,
         )
 
 

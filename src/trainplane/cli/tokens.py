@@ -56,7 +56,7 @@ def tokens_list(
         grants = ",".join(f"{g['role']}@{g['project'] or '*'}" for g in t["grants"])
         typer.echo(
             f"{t['id']}\t{t['name']}\t{t['kind']}\t{t['status']}\t{grants}\t{t['prefix']}...\t"
-            f"expires {t['expires_at'] or 'never'}"
+            f"expires {t['expires_at'] or 'never'}\tused {t['last_used_at'] or 'never'}"
         )
 
 

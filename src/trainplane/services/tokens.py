@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -35,6 +35,7 @@ SHOWN_PREFIX = 10  # characters of the secret kept to tell tokens apart
 BOOTSTRAP_NAME = "bootstrap"
 LOCAL_NAME = "local-admin"
 NEEDS_TOKEN = "this server needs an API token: send Authorization: Bearer <token>"
+LAST_USED_RESOLUTION_SECONDS = 60.0  # how stale a token's last_used_at may get
 
 
 def new_secret() -> str:
@@ -130,9 +131,29 @@ def caller_for(session: Session, secret: str | None) -> Caller:
         grants = session.execute(
             select(TokenGrant.project_id, TokenGrant.role).where(TokenGrant.token_id == token.id)
         ).all()
+    last = token.last_used_at
+    if last is None or (now - last).total_seconds() >= LAST_USED_RESOLUTION_SECONDS:
+        _mark_used(session, token.id, now)
     return Caller.with_grants(
         token.name, {project: Role.named(role) for project, role in grants}, token_id=token.id
     )
+
+
+def _mark_used(session: Session, token_id: str, now: datetime) -> None:
+    """Record that the token was used, to the minute: a write per request
+    would cost every API call a transaction, for a value people read as "in
+    use recently or not". Conditional, so concurrent requests write it once."""
+    since = now - timedelta(seconds=LAST_USED_RESOLUTION_SECONDS)
+    with session.begin():
+        session.execute(
+            update(ApiToken)
+            .where(
+                ApiToken.id == token_id,
+                or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < since),
+            )
+            .values(last_used_at=now)
+            .execution_options(synchronize_session=False)
+        )
 
 
 # --- managing tokens -------------------------------------------------------------------------
