@@ -12,6 +12,7 @@ to create databases.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -176,8 +177,11 @@ def api(settings: Settings) -> Iterator[TestClient]:
         yield client
 
 
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
+@contextlib.contextmanager
+def local_ray_head(
+    tmp_path_factory: pytest.TempPathFactory, *, slots: int
+) -> Iterator[LocalRayHead]:
+    """A Ray head of ``slots`` CPU worker slots, stopped (by PID) on exit."""
     home = tmp_path_factory.mktemp("ray-home")
     with pytest.MonkeyPatch.context() as patch:
         # Ray writes under $HOME; keep it out of the real one.
@@ -187,10 +191,16 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]
         # Ray's unix sockets live under its state folder: keep the path short.
         state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
         try:
-            with LocalRayHead(state, slots=RAY_SLOTS) as head:
+            with LocalRayHead(state, slots=slots) as head:
                 yield head
         finally:
             shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
+    with local_ray_head(tmp_path_factory, slots=RAY_SLOTS) as head:
+        yield head
 
 
 @pytest.fixture(scope="session")
