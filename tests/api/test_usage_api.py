@@ -113,6 +113,8 @@ def test_jobs_carry_their_gpu_time_cost_and_duration(api, usage_jobs):
     listed = {j["id"]: j for j in api.get("/v1/jobs").json()["items"]}
     assert (listed[big.id]["gpu_hours"], listed[big.id]["cost"]) == (16.0, 40.0)
     assert (listed[small.id]["gpu_hours"], listed[small.id]["cost"]) == (2.0, 0.0)
+    # The restart replaced big's first attempt: 3 h on 4 GPUs.
+    assert (listed[big.id]["lost_gpu_hours"], listed[small.id]["lost_gpu_hours"]) == (12.0, 0.0)
     detail = api.get(f"/v1/jobs/{big.id}").json()
     assert (detail["gpu_hours"], detail["cost"]) == (16.0, 40.0)
 

@@ -357,6 +357,9 @@ def test_a_high_priority_job_preempts_a_low_one_which_checkpoints_and_resumes_ex
     preemptor = f"job {high} (high priority, project default)"
     assert (first["status"], first["reason"]) == ("STOPPED", f"preempted by {preemptor}")
     assert second["status"] == "SUCCEEDED"
+    # The stopped attempt's GPU time counts as lost (an upper bound: most of
+    # it was kept in the checkpoint).
+    assert 0 < low_done["lost_gpu_hours"] < low_done["gpu_hours"]
     # The runtime saved a checkpoint when asked, at whatever step it was, and
     # the next attempt resumed from exactly that one.
     stopped = re.search(

@@ -114,6 +114,7 @@ def test_a_succeeded_job_registers_one_version_that_loads_as_trained(
     # 4 GPUs for 30 minutes at 2.5 per GPU-hour.
     assert run.data.metrics["trainplane.gpu_hours"] == pytest.approx(2.0)
     assert run.data.metrics["trainplane.cost"] == pytest.approx(5.0)
+    assert run.data.metrics["trainplane.lost_gpu_hours"] == 0.0  # one attempt, none replaced
     version = mlflow_client.get_model_version_by_alias(jobs.model, "candidate")
     assert str(version.version) == "1" and version.run_id == row.run_id
     assert version.tags["trainplane.job_id"] == job_id

@@ -105,6 +105,11 @@ class JobSummary(BaseModel):
     )
     gpu_hours: float = Field(default=0.0, description="GPU time of all its attempts so far.")
     cost: float = Field(default=0.0, description="gpu_hours at the prices of its clusters.")
+    lost_gpu_hours: float = Field(
+        default=0.0,
+        description="Of gpu_hours, those of attempts a later attempt replaced (after a "
+        "failure, a lost cluster or a preemption).",
+    )
 
     @classmethod
     def fields_of(
@@ -133,6 +138,7 @@ class JobSummary(BaseModel):
             "duration_seconds": _duration(row.started_at, row.finished_at),
             "gpu_hours": round(usage.gpu_hours, 6),
             "cost": round(usage.cost, 6),
+            "lost_gpu_hours": round(usage.lost_gpu_hours, 6),
         }
 
     @classmethod

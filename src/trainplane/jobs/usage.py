@@ -27,3 +27,11 @@ def gpu_hours(spans: Iterable[AttemptSpan], now: datetime) -> float:
 
 def cost(spans: Iterable[AttemptSpan], now: datetime) -> float:
     return sum(span.gpu_hours(now) * span.price_per_gpu_hour for span in spans)
+
+
+def lost_gpu_hours(spans: list[AttemptSpan], now: datetime) -> float:
+    """GPU time of the attempts a later attempt replaced (after a failure, a
+    lost cluster or a preemption): all but the last, in attempt order. An
+    upper bound on the work redone: the part before each one's last
+    checkpoint was kept."""
+    return sum(span.gpu_hours(now) for span in spans[:-1])

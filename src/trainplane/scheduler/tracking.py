@@ -25,7 +25,7 @@ from trainplane import __version__
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.jobs.states import JobStatus
-from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours
+from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours, lost_gpu_hours
 from trainplane.services import tracking as tracking_service
 from trainplane.services.tracking import SyncResult, TrackingWork
 from trainplane.storage.backends import StorageError
@@ -186,6 +186,7 @@ def _finish(
         metrics=[
             MetricValue(f"{TAG}gpu_hours", gpu_hours(spans, end), _ms(end), 0),
             MetricValue(f"{TAG}cost", cost(spans, end), _ms(end), 0),
+            MetricValue(f"{TAG}lost_gpu_hours", lost_gpu_hours(spans, end), _ms(end), 0),
         ],
         tags={**attempt_tags(work.attempts), f"{TAG}status": work.status.value},
     )

@@ -20,7 +20,7 @@ from trainplane.db.base import epoch_seconds, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, Project
 from trainplane.errors import InvalidInputError
-from trainplane.jobs.usage import AttemptSpan
+from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours, lost_gpu_hours
 from trainplane.services.access import Caller
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -32,15 +32,16 @@ TOP_JOBS = 20
 class JobUsage:
     gpu_hours: float = 0.0
     cost: float = 0.0
+    lost_gpu_hours: float = 0.0  # of gpu_hours: attempts a later one replaced
 
 
 def job_usage(session: Session, job_ids: Iterable[str], now: datetime) -> dict[str, JobUsage]:
-    """GPU-hours and cost so far of each of ``job_ids`` that ever ran. Call
+    """GPU-hours and cost so far of each of ``job_ids`` that was ever placed. Call
     inside a unit of work, after the caller's scope was checked on the jobs."""
     ids = list(job_ids)
     if not ids:
         return {}
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    spans: dict[str, list[AttemptSpan]] = defaultdict(list)
     rows = session.execute(
         select(
             JobAttempt.job_id,
@@ -51,14 +52,17 @@ def job_usage(session: Session, job_ids: Iterable[str], now: datetime) -> dict[s
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .outerjoin(Cluster, Cluster.id == JobAttempt.cluster_id)
-        .where(JobAttempt.job_id.in_(ids), JobAttempt.started_at.is_not(None))
+        .where(JobAttempt.job_id.in_(ids))
+        .order_by(JobAttempt.job_id, JobAttempt.number)
     )
     for row in rows:
-        span = AttemptSpan(row.gpus, row.started_at, row.finished_at)
-        hours = span.gpu_hours(now)
-        totals[row.job_id][0] += hours
-        totals[row.job_id][1] += hours * (row.price_per_gpu_hour or 0.0)
-    return {job_id: JobUsage(hours, cost) for job_id, (hours, cost) in totals.items()}
+        spans[row.job_id].append(
+            AttemptSpan(row.gpus, row.started_at, row.finished_at, row.price_per_gpu_hour or 0.0)
+        )
+    return {
+        job_id: JobUsage(gpu_hours(runs, now), cost(runs, now), lost_gpu_hours(runs, now))
+        for job_id, runs in spans.items()
+    }
 
 
 @dataclass
