@@ -172,6 +172,7 @@ def make_cluster(
     address: str = "http://127.0.0.1:9",
     status: str = "READY",
     price_per_gpu_hour: float = 0.0,
+    gpu_memory_gb: float | None = None,
 ) -> Cluster:
     now = utcnow()
     cluster = Cluster(
@@ -181,7 +182,7 @@ def make_cluster(
         accelerator=accelerator,
         gpus=gpus,
         gpus_per_node=gpus_per_node or gpus,
-        gpu_memory_gb=None,
+        gpu_memory_gb=gpu_memory_gb,
         price_per_gpu_hour=price_per_gpu_hour,
         labels={},
         status=status,

@@ -75,3 +75,37 @@ def test_an_unreadable_spec_file_exits_2(shared_cli, tmp_path):
     assert result.exit_code == EXIT_USAGE
     assert json.loads(result.stdout)["valid"] is False
     assert "not valid YAML" in result.stderr
+
+
+def test_a_plan_shows_the_strategy_memory_and_cost(shared_cli, spec_file):
+    result = shared_cli(
+        "plan",
+        str(spec_file),
+        "--set",
+        "strategy.type=auto",
+        "--set",
+        "model.parameters=7e9",
+        "--set",
+        "precision=bf16",
+    )
+    assert result.exit_code == EXIT_OK, result.output
+    out = result.stdout
+    # No cluster says how big its GPUs are: the cheapest strategy, and why.
+    assert re.search(r"^strategy: auto -> ddp: picked ddp, the cheapest: no cluster", out, re.M)
+    assert re.search(r"^memory per GPU: [\d.]+ GB$", out, re.M), out
+    # Adam's two fp32 moments; the weights stay fp32 under autocast.
+    assert re.search(r"^  optimizer_states +56\.00 GB$", out, re.M), out
+    assert re.search(r"^  expected_start_basis: unknown: no ready cluster can hold it$", out, re.M)
+    assert re.search(r"^cost: unknown", out, re.M)
+
+
+def test_a_fine_tune_plan_estimates_from_the_base_models_config(
+    shared_cli, finetune_files, tmp_path
+):
+    path = tmp_path / "finetune.yaml"
+    path.write_text(yaml.safe_dump(finetune_files.spec(resources={"gpus": 1})))
+    result = shared_cli("plan", str(path), "--output", "json")
+    assert result.exit_code == EXIT_OK, result.output
+    memory = json.loads(result.stdout)["memory"]
+    assert memory is not None and memory["per_gpu_gb"]["parameters"] > 0
+    assert memory["per_gpu_gb"]["activations"] > 0  # the config gives the shapes

@@ -1,7 +1,8 @@
 """``plan``: a dry run of ``submit``. The server validates the spec, checks
-what it refers to (datasets, the base model) and says where the job would run;
-nothing is created. Fields of the answer this version does not know (memory
-estimates, cost, ...) are shown as they come."""
+what it refers to (datasets, the base model) and says where the job would run,
+with which strategy and memory per GPU, when it would start and what it would
+cost; nothing is created. Fields of the answer this version does not know are
+shown as they come."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from trainplane.cli.submit import OutputFormat
 
 PLAN_PATH = "/v1/jobs/plan"
 # Shown in their own way; every other field of the answer is shown as it is.
-KNOWN_FIELDS = ("valid", "spec", "checks", "placement")
+KNOWN_FIELDS = ("valid", "spec", "checks", "placement", "strategy", "memory", "cost")
 
 
 def plan(
@@ -99,6 +100,41 @@ def print_plan(answer: dict[str, Any]) -> None:
                 typer.echo(f"  {key}: {_show(value)}")
     elif placement is not None:
         typer.echo(f"placement: {_show(placement)}")
+    _print_strategy(answer.get("strategy"), answer.get("memory"))
+    _print_cost(answer.get("cost"))
     for key, value in answer.items():
         if key not in KNOWN_FIELDS:
             typer.echo(f"{key}: {_show(value)}")
+
+
+def _print_strategy(strategy: Any, memory: Any) -> None:
+    if isinstance(strategy, dict):
+        requested, chosen = strategy.get("requested"), strategy.get("chosen")
+        picked = f"{requested} -> {chosen}" if requested == "auto" else str(chosen)
+        typer.echo(f"strategy: {picked}: {strategy.get('reason', '')}")
+    if isinstance(memory, dict):
+        of = memory.get("gpu_memory_gb")
+        share = f" of {of:g} GB ({memory.get('fraction', 0):.0%})" if of else ""
+        typer.echo(f"memory per GPU: {memory.get('total_gb', 0):.1f} GB{share}")
+        for part, size in (memory.get("per_gpu_gb") or {}).items():
+            typer.echo(f"  {part:<17} {size:10.2f} GB")
+        for part, size in (memory.get("host_per_worker_gb") or {}).items():
+            typer.echo(f"  host {part:<12} {size:10.2f} GB (offloaded, per worker)")
+        for note in memory.get("notes") or []:
+            typer.echo(f"  note: {note}")
+
+
+def _print_cost(cost: Any) -> None:
+    if not isinstance(cost, dict):
+        return
+    price = cost.get("price_per_gpu_hour")
+    where = f" on cluster {cost['cluster']} at {price:g}/GPU-hour" if cost.get("cluster") else ""
+    if cost.get("expected_cost") is not None:
+        minutes = (cost.get("expected_seconds") or 0) / 60
+        typer.echo(f"cost: about {cost['expected_cost']:.2f}{where}, {minutes:.0f} min")
+    else:
+        typer.echo(f"cost: unknown{where}")
+    if cost.get("max_cost") is not None:
+        typer.echo(f"  at most {cost['max_cost']:.2f} (its max_runtime)")
+    if cost.get("basis"):
+        typer.echo(f"  {cost['basis']}")

@@ -88,6 +88,9 @@ class Job(Base):
     gpu_type: Mapped[str | None] = mapped_column(String(64))
     max_runtime_seconds: Mapped[int | None] = mapped_column(Integer)
     strategy: Mapped[str] = mapped_column(String(16))
+    # How strategy: auto chose it (the memory estimates that decided); empty
+    # when the spec named the strategy.
+    strategy_reason: Mapped[str] = mapped_column(Text, default="", server_default="")
     spec: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     spec_hash: Mapped[str] = mapped_column(String(64))
     submitted_by: Mapped[str] = mapped_column(String(255))

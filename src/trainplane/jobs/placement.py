@@ -59,6 +59,7 @@ class ClusterState:
     in_use: int = 0
     ready: bool = True
     releases: list[Release] = field(default_factory=list)
+    gpu_memory_gb: float | None = None  # of one GPU, when the cluster says
 
     @property
     def free(self) -> int:

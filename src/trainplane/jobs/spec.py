@@ -266,7 +266,26 @@ class Strategy(Strict):
 
 
 class ModelInfo(Strict):
+    """What the memory estimate (and ``strategy: auto``) knows of the model.
+    A fine-tune's is read from its base model's config.json; set fields here
+    override it."""
+
     parameters: float | None = Field(default=None, gt=0, le=1e14)
+    trainable_parameters: float | None = Field(
+        default=None, gt=0, le=1e14, description="Default: every parameter trains."
+    )
+    layers: int | None = Field(default=None, ge=1, le=10_000)
+    hidden_size: int | None = Field(default=None, ge=1, le=1_000_000)
+    heads: int | None = Field(default=None, ge=1, le=10_000)
+    vocab_size: int | None = Field(default=None, ge=1, le=100_000_000)
+    sequence_length: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Tokens per sample; omit for non-sequence models.",
+    )
+    micro_batch_size: int | None = Field(default=None, ge=1, le=1_000_000, description="Per GPU.")
+    activation_checkpointing: bool = False
 
 
 class KeepBest(Strict):

@@ -182,6 +182,7 @@ def cluster_capacity(session: Session) -> list[ClusterState]:
             Cluster.gpus,
             Cluster.gpus_per_node,
             Cluster.status,
+            Cluster.gpu_memory_gb,
         ).order_by(Cluster.name)
     )
     return [
@@ -192,6 +193,7 @@ def cluster_capacity(session: Session) -> list[ClusterState]:
             gpus=r.gpus,
             gpus_per_node=r.gpus_per_node,
             ready=r.status == READY,
+            gpu_memory_gb=r.gpu_memory_gb,
         )
         for r in rows
     ]

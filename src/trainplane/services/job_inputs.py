@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from trainplane.errors import InvalidInputsError
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
@@ -25,11 +26,16 @@ class InputCheck:
     detail: str
 
 
-def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> list[InputCheck]:
-    """What was checked, one entry per input; raises InvalidInputsError with
-    every problem found."""
+@dataclass(frozen=True)
+class JobInputs:
+    checks: list[InputCheck]  # what was checked, one entry per input
+    model_config: dict[str, Any] | None = None  # a fine-tune's base model config.json
+
+
+def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> JobInputs:
+    """Raises InvalidInputsError with every problem found."""
     if not isinstance(spec, FinetuneSpec):
-        return []
+        return JobInputs([])
     checks: list[InputCheck] = []
     problems: list[inputs.InputProblem] = []
 
@@ -45,7 +51,7 @@ def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> list[InputCheck]:
         checks.append(InputCheck(field, summary.describe()))
         return summary
 
-    run("base_model", inputs.check_base_model, spec.base_model)
+    model = run("base_model", inputs.check_base_model, spec.base_model)
     train = run("dataset.train", inputs.check_dataset, spec.dataset.train)
     step_rows = spec.hyperparameters.micro_batch_size * spec.resources.gpus
     # Unpadded rows map one to one to samples; packed ones are only known
@@ -64,4 +70,5 @@ def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> list[InputCheck]:
         run("dataset.eval", inputs.check_dataset, spec.dataset.eval)
     if problems:
         raise InvalidInputsError([(p.field, p.message) for p in problems])
-    return checks
+    config = model.config if isinstance(model, inputs.ModelSummary) else None
+    return JobInputs(checks, config)

@@ -29,10 +29,11 @@ from trainplane.jobs.states import (
 )
 from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_capacity, recent_capacity
+from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
 from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
-from trainplane.services.status import record_submission, set_status
+from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.usage import JobUsage, job_usage
 
 QUEUED_REASON = "waiting for the scheduler"
@@ -58,9 +59,15 @@ def submit_job(
     idempotency_key: str | None = None,
 ) -> Submission:
     # Before the transaction: reading a dataset may take a while.
-    check_job_inputs(spec)
+    inputs = check_job_inputs(spec)
     document = spec.model_dump(mode="json")
+    # Replays are recognised by the spec as sent, before auto is resolved.
     fingerprint = spec_fingerprint(document)
+    strategy = _strategy_for(session, spec, inputs.model_config)
+    if strategy is not None:
+        if strategy.refusal is not None:
+            raise InvalidInputError(*strategy.refusal)
+        document = resolved_spec_document(document, strategy)
     now = utcnow()
     job = Job(
         id=new_id(),
@@ -73,7 +80,8 @@ def submit_job(
         gpus_per_node=spec.resources.gpus_per_node,
         gpu_type=spec.resources.gpu_type,
         max_runtime_seconds=spec.max_runtime_seconds,
-        strategy=spec.strategy.type,
+        strategy=document["strategy"]["type"],
+        strategy_reason=strategy.reason if strategy and spec.strategy.type == "auto" else "",
         spec=document,
         spec_hash=fingerprint,
         submitted_by=caller.subject,
@@ -92,6 +100,14 @@ def submit_job(
             job.project = _insert_job(session, caller, job, spec.project)
             check_quota_can_hold(session, job.project.id, spec)
             record_submission(session, job, actor=caller.subject)
+            if job.strategy_reason:
+                record_note(
+                    session,
+                    job.id,
+                    JobStatus.QUEUED,
+                    reason=f"strategy auto: {job.strategy_reason}",
+                    actor=caller.subject,
+                )
     except IntegrityError:
         if idempotency_key is None:
             raise
@@ -103,6 +119,19 @@ def submit_job(
         return Submission(earlier, created=False)
     wakeup.work_available()
     return Submission(job, created=True)
+
+
+def _strategy_for(
+    session: Session, spec: TrainSpec | FinetuneSpec, model_config: dict[str, Any] | None
+) -> StrategyPlan | None:
+    """The strategy plan of a job whose spec says enough to estimate its
+    memory, or asks for auto; None for the rest (most jobs: no extra work)."""
+    if spec.strategy.type != "auto" and spec.model is None and model_config is None:
+        return None
+    with read_only(session):
+        # Fresh, not the cached view: a job may be refused on it.
+        clusters = cluster_capacity(session)
+    return plan_strategy(spec, model_config, clusters)
 
 
 # Columns a new job is inserted with; the rest (project_id, started_at,

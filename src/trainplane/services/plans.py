@@ -1,9 +1,11 @@
 """``POST /v1/jobs/plan``: what submitting a spec would do, creating nothing.
 
 The plan runs the submit-time checks (the spec, the files it reads, whether
-any cluster can ever hold it) and then asks the placement code where the job
-would go if it were submitted now: behind every queued job of its priority or
-higher, on the cluster state the scheduler would see.
+any cluster can ever hold it, whether its memory estimate fits some GPU) and
+then asks the placement code where the job would go if it were submitted
+now: behind every queued job of its priority or higher, on the cluster state
+the scheduler would see. It adds the memory estimate per GPU and the strategy
+(``auto`` resolved), when the job would start, and what it would cost.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Job, Project
+from trainplane.db.models import Cluster, Job, Project
 from trainplane.errors import ForbiddenError, InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.quotas import QuotaLedger
@@ -23,6 +25,14 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller, Role
 from trainplane.services.clusters import cluster_states
+from trainplane.services.estimates import StrategyPlan, plan_strategy
+from trainplane.services.forecasts import (
+    DurationForecast,
+    StartForecast,
+    expected_duration,
+    expected_releases,
+    expected_start,
+)
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.placement import load_queue
@@ -37,6 +47,20 @@ class PlannedPlacement:
     can_start_now: bool
     queue_position: int  # 1: next in line
     reason: str
+    expected_start: StartForecast | None = None
+
+
+@dataclass(frozen=True)
+class CostForecast:
+    price_per_gpu_hour: float | None  # of the cluster it would run on
+    cluster: str | None
+    duration: DurationForecast
+    max_runtime_seconds: int | None
+
+    def cost(self, gpus: int, seconds: float | None) -> float | None:
+        if seconds is None or self.price_per_gpu_hour is None:
+            return None
+        return seconds * gpus / 3600 * self.price_per_gpu_hour
 
 
 @dataclass(frozen=True)
@@ -44,11 +68,13 @@ class JobPlan:
     spec: TrainSpec | FinetuneSpec
     checks: list[InputCheck]
     placement: PlannedPlacement
+    strategy: StrategyPlan
+    cost: CostForecast
 
 
 def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -> JobPlan:
     """Raises what submitting the spec would raise (InvalidInputError, ...)."""
-    checks = check_job_inputs(spec)
+    inputs = check_job_inputs(spec)
     demand = placement.Demand(
         PLANNED,
         spec.resources.gpus,
@@ -72,6 +98,12 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
         check_quota_can_hold(session, project, spec)
         now = utcnow()
         clusters = cluster_states(session, now)
+        strategy = plan_strategy(spec, inputs.model_config, clusters)
+        if strategy.refusal is not None:
+            raise InvalidInputError(*strategy.refusal)
+        releases = expected_releases(session, now)
+        duration = expected_duration(session, spec, project)
+        prices = dict(session.execute(select(Cluster.id, Cluster.price_per_gpu_hour)).all())
         planned = replace(demand, project_id=project)
         # Submitted now, it would queue behind every job of its priority or
         # higher (a prefix of the queue), then fair share reorders projects.
@@ -89,10 +121,35 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
     names = {c.id: c.name for c in clusters}
     if chosen is not None:
         where = PlannedPlacement(
-            names[chosen], True, position, f"would start now on cluster {names[chosen]}"
+            names[chosen],
+            True,
+            position,
+            f"would start now on cluster {names[chosen]}",
+            StartForecast(0.0, f"it would start now on cluster {names[chosen]}"),
         )
     else:
         held = quotas.blocks(project, demand.gpus)
         reason = held or placement.wait_reason(demand, clusters, position - 1)
-        where = PlannedPlacement(None, False, position, reason)
-    return JobPlan(spec=spec, checks=checks, placement=where)
+        start = (
+            StartForecast(None, "unknown: it waits for its project's quota")
+            if held
+            else expected_start(demand, order[: position - 1], clusters, releases)
+        )
+        where = PlannedPlacement(None, False, position, reason, start)
+    runs_on = chosen or _cheapest_holder(demand, clusters, prices)
+    cost = CostForecast(
+        price_per_gpu_hour=prices.get(runs_on) if runs_on else None,
+        cluster=names.get(runs_on) if runs_on else None,
+        duration=duration,
+        max_runtime_seconds=spec.max_runtime_seconds,
+    )
+    return JobPlan(spec=spec, checks=inputs.checks, placement=where, strategy=strategy, cost=cost)
+
+
+def _cheapest_holder(
+    demand: placement.Demand, clusters: list[placement.ClusterState], prices: dict[str, float]
+) -> str | None:
+    holders = [c for c in clusters if placement.can_ever_hold(c, demand)]
+    if not holders:
+        return None
+    return min(holders, key=lambda c: (prices.get(c.id) or 0.0, c.name)).id

@@ -1,0 +1,289 @@
+"""How much memory a job needs per GPU, under each strategy (pure code).
+
+Model states follow the ZeRO paper (Rajbhandari et al., 2020): with mixed
+precision and Adam, a parameter costs 2 bytes of half-precision weight, 2 of
+gradient and K = 12 of optimizer state (an fp32 master copy and the two Adam
+moments); in fp32 it is 4 + 4 + 8. DDP replicates all three; ZeRO stage 1
+partitions the optimizer states over the N data-parallel ranks, stage 2 also
+the gradients, stage 3 also the weights. FSDP2 shards everything like stage
+3, but keeps fp32 weights and gradients (the strategy casts for the forward),
+so its 16 bytes split 4 + 4 + 8. Offload moves the optimizer states (and with
+``offload_param`` the weights) to host memory. Parameters that do not train (a
+LoRA's frozen base) cost only their weights.
+
+On top of the model states come:
+
+- working buffers: DDP's gradient buckets (a second copy of the gradients),
+  ZeRO's reduce and gather buckets, and the unsharded layers FSDP2 and stage 3
+  gather for the forward and backward (two in flight, for prefetching);
+- activations, when the shapes are known: for a transformer of L layers,
+  hidden size h, a heads, sequence s and micro-batch b, Korthikanti et al.'s
+  ``s*b*h*(34 + 5*a*s/h)`` bytes per layer in half precision (twice in fp32;
+  without the ``5*a*s/h`` attention matrices under fused attention, the default),
+  or only the layer inputs (``2*s*b*h`` each) plus one layer's worth with
+  activation checkpointing; plus the logits and their gradient over the
+  vocabulary; for a stack of dense layers, the inputs each layer keeps for
+  its backward;
+- framework overhead on a GPU: the CUDA context and the NCCL buffers, and
+  the caching allocator's fragmentation as a share of the rest.
+
+Every number is bytes per GPU (per worker), so the breakdown adds up to the
+total that is compared with the GPU's memory; GB are 10^9 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GB = 1e9  # decimal, as GPU memory is sold and as the ZeRO paper counts
+# The CUDA context, cuBLAS/cuDNN workspaces and NCCL's buffers on one GPU.
+CUDA_CONTEXT_BYTES = 1.5 * GB
+# The caching allocator rounds and fragments: a share of what is allocated.
+FRAGMENTATION = 0.10
+# DeepSpeed's default bucket sizes, in elements.
+ZERO_REDUCE_BUCKET = 5e8
+ZERO_PREFETCH_BUCKET = 5e7
+# Units gathered at once by FSDP2 / ZeRO-3: the one computing and the next.
+UNITS_IN_FLIGHT = 2
+# Without the layer count, a model is taken to shard into this many units.
+ASSUMED_UNITS = 8
+# Adam's states (with mixed precision, also the fp32 master weights).
+OPTIMIZER_BYTES = {"mixed": 12.0, "fp32": 8.0}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What is known of the model. Only ``parameters`` is required."""
+
+    parameters: float
+    trainable: float | None = None  # None: every parameter trains
+    layers: int | None = None
+    hidden_size: int | None = None
+    heads: int | None = None
+    vocab_size: int | None = None
+
+    @property
+    def trained(self) -> float:
+        return self.parameters if self.trainable is None else min(self.trainable, self.parameters)
+
+    @property
+    def frozen(self) -> float:
+        return self.parameters - self.trained
+
+
+@dataclass(frozen=True)
+class Workload:
+    precision: str = "fp32"  # fp32 | bf16 | fp16
+    micro_batch_size: int | None = None
+    sequence_length: int | None = None  # None: not a sequence model (or unknown)
+    activation_checkpointing: bool = False
+    # Fused attention (PyTorch's SDPA, FlashAttention) keeps no attention
+    # matrix for the backward; the eager kind keeps a*s*s per layer.
+    fused_attention: bool = True
+
+    @property
+    def mixed(self) -> bool:
+        return self.precision != "fp32"
+
+
+@dataclass(frozen=True)
+class StrategyChoice:
+    type: str  # ddp | fsdp | deepspeed
+    stage: int | None = None  # ZeRO stage, for deepspeed
+    offload_optimizer: bool = False
+    offload_param: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.type == "ddp":
+            return "ddp"
+        if self.type == "fsdp":
+            return "fsdp + cpu offload" if self.offload_optimizer else "fsdp"
+        offload = []
+        if self.offload_optimizer:
+            offload.append("optimizer")
+        if self.offload_param:
+            offload.append("parameters")
+        suffix = f" + {' and '.join(offload)} offload" if offload else ""
+        return f"deepspeed zero-{self.stage}{suffix}"
+
+    def spec(self) -> dict[str, object]:
+        """As the spec's ``strategy`` section."""
+        if self.type == "deepspeed":
+            return {
+                "type": "deepspeed",
+                "deepspeed": {
+                    "stage": self.stage,
+                    "offload_optimizer": "cpu" if self.offload_optimizer else "none",
+                    "offload_param": "cpu" if self.offload_param else "none",
+                },
+            }
+        if self.type == "fsdp" and self.offload_optimizer:
+            return {"type": "fsdp", "fsdp": {"cpu_offload": True}}
+        return {"type": self.type}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    strategy: StrategyChoice
+    world_size: int
+    gpu: dict[str, float]  # bytes per GPU, by component
+    host: dict[str, float] = field(default_factory=dict)  # bytes per worker offloaded
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> float:
+        return sum(self.gpu.values())
+
+    @property
+    def host_total(self) -> float:
+        return sum(self.host.values())
+
+    @property
+    def model_states(self) -> float:
+        return sum(self.gpu.get(k, 0.0) for k in ("parameters", "gradients", "optimizer_states"))
+
+    def fraction_of(self, gpu_memory_bytes: float | None) -> float | None:
+        return self.total / gpu_memory_bytes if gpu_memory_bytes else None
+
+
+def zero_model_states(
+    parameters: float, world_size: int, stage: int, *, optimizer_bytes: float = 12.0
+) -> float:
+    """The ZeRO paper's model-state bytes per GPU: (2 + 2 + K) per parameter,
+    with stage 1 splitting the K, stage 2 also the gradients' 2, stage 3 all
+    of it over the ``world_size`` ranks (stage 0: plain data parallelism)."""
+    psi, n, k = parameters, world_size, optimizer_bytes
+    if stage == 0:
+        return (2 + 2 + k) * psi
+    if stage == 1:
+        return 2 * psi + 2 * psi + k * psi / n
+    if stage == 2:
+        return 2 * psi + (2 + k) * psi / n
+    if stage == 3:
+        return (2 + 2 + k) * psi / n
+    raise ValueError(f"ZeRO has stages 0-3, not {stage}")
+
+
+def estimate(
+    model: ModelShape,
+    workload: Workload,
+    strategy: StrategyChoice,
+    world_size: int,
+    *,
+    on_gpu: bool = True,
+) -> MemoryEstimate:
+    n = max(1, world_size)
+    gpu: dict[str, float] = {}
+    host: dict[str, float] = {}
+    notes: list[str] = []
+    weights, grads, optim = _bytes_per_parameter(workload, strategy)
+    trained, frozen = model.trained, model.frozen
+    frozen_bytes = frozen * weights
+
+    # --- model states, sharded per strategy ---------------------------------
+    full_weights = trained * weights + frozen_bytes
+    full_grads = trained * grads
+    full_optim = trained * optim
+    if strategy.type == "ddp":
+        shards = (1, 1, 1)
+    elif strategy.type == "fsdp":
+        shards = (n, n, n)
+    else:
+        stage = strategy.stage or 2
+        shards = {1: (1, 1, n), 2: (1, n, n), 3: (n, n, n)}[stage]
+    parameters = full_weights / shards[0]
+    gradients = full_grads / shards[1]
+    optimizer_states = full_optim / shards[2]
+    if strategy.offload_optimizer:
+        host["optimizer_states"] = optimizer_states
+        optimizer_states = 0.0
+        if strategy.type == "deepspeed":
+            # ZeRO-Offload updates on the host: the fp32 gradients go there too.
+            host["gradients"] = full_grads / n * (4 / grads)
+    if strategy.offload_param or (strategy.type == "fsdp" and strategy.offload_optimizer):
+        host["parameters"] = parameters
+        parameters = 0.0
+        if strategy.type == "fsdp":
+            host["gradients"] = gradients
+            gradients = 0.0
+    gpu["parameters"] = parameters
+    gpu["gradients"] = gradients
+    gpu["optimizer_states"] = optimizer_states
+
+    # --- working buffers ---------------------------------------------------------
+    units = model.layers or ASSUMED_UNITS
+    unit_params = model.parameters / units
+    if model.layers is None and strategy.type in ("fsdp", "deepspeed"):
+        notes.append(f"layer count unknown: taken as {ASSUMED_UNITS} sharded units")
+    if strategy.type == "ddp":
+        # Gradients are copied into the all-reduce buckets.
+        gpu["buffers"] = full_grads if n > 1 else 0.0
+    elif strategy.type == "fsdp":
+        compute = 2.0 if workload.mixed else 4.0
+        # Gathered weights of the units in flight, and their full gradients
+        # before the reduce-scatter (in fp32).
+        gpu["buffers"] = UNITS_IN_FLIGHT * unit_params * (compute + 4.0) if n > 1 else 0.0
+    else:
+        stage = strategy.stage or 2
+        half = 2.0 if workload.mixed else 4.0
+        reduce = min(ZERO_REDUCE_BUCKET, trained) * half
+        if stage == 3:
+            gathered = min(
+                max(ZERO_PREFETCH_BUCKET, UNITS_IN_FLIGHT * unit_params), model.parameters
+            )
+            gpu["buffers"] = reduce + gathered * half
+        else:
+            gpu["buffers"] = reduce if n > 1 else 0.0
+
+    # --- activations -------------------------------------------------------------
+    activations, known = _activations(model, workload)
+    gpu["activations"] = activations
+    if not known:
+        notes.append(
+            "activations not counted: give model.layers and model.hidden_size "
+            "(and a micro-batch size) to include them"
+        )
+
+    # --- framework -----------------------------------------------------------------
+    if on_gpu:
+        allocated = sum(gpu.values())
+        gpu["framework"] = CUDA_CONTEXT_BYTES + FRAGMENTATION * allocated
+    return MemoryEstimate(strategy, n, gpu, host, tuple(notes))
+
+
+def _bytes_per_parameter(
+    workload: Workload, strategy: StrategyChoice
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) per trained parameter."""
+    if not workload.mixed:
+        return 4.0, 4.0, OPTIMIZER_BYTES["fp32"]
+    if strategy.type == "deepspeed":
+        return 2.0, 2.0, OPTIMIZER_BYTES["mixed"]
+    # DDP under autocast and FSDP2 with a mixed-precision policy keep the
+    # weights and gradients in fp32; there is no separate master copy.
+    return 4.0, 4.0, OPTIMIZER_BYTES["fp32"]
+
+
+def _activations(model: ModelShape, workload: Workload) -> tuple[float, bool]:
+    """Bytes of activations kept for the backward, and whether they could be
+    estimated at all."""
+    b, s, h = workload.micro_batch_size, workload.sequence_length, model.hidden_size
+    layers = model.layers
+    if not (b and h and layers):
+        return 0.0, False
+    scale = 1.0 if workload.mixed else 2.0  # the formulas count half-precision bytes
+    if s:
+        heads = model.heads or max(1, h // 128)
+        attention = 0.0 if workload.fused_attention else 5 * heads * s / h
+        per_layer = s * b * h * (34 + attention)
+        if workload.activation_checkpointing:
+            kept = layers * 2 * s * b * h + per_layer
+        else:
+            kept = layers * per_layer
+        logits = s * b * (model.vocab_size or 0) * (2 + 4 + 4)
+        return kept * scale + logits, True
+    # Dense layers: each keeps its input, its pre-activation and a norm's input.
+    per_layer = 3 * b * h * 2
+    kept = (layers if not workload.activation_checkpointing else 1) * per_layer
+    return kept * scale, True

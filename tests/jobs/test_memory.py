@@ -1,0 +1,191 @@
+"""The memory estimator and ``strategy: auto`` (pure code): model states
+against the ZeRO paper's formulas, the other components' behaviour, and the
+strategy picked for models from 100M to 10T parameters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from trainplane.jobs.memory import (
+    CUDA_CONTEXT_BYTES,
+    GB,
+    ModelShape,
+    StrategyChoice,
+    Workload,
+    estimate,
+    zero_model_states,
+)
+from trainplane.jobs.strategy_choice import HEADROOM, choose_strategy
+
+MIXED = Workload(precision="bf16")
+H100 = 80 * GB
+
+
+def zero(stage):
+    return StrategyChoice("deepspeed", stage=stage)
+
+
+# --- the ZeRO paper -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("psi", [7e9, 70e9])
+@pytest.mark.parametrize("n", [8, 64])
+def test_deepspeed_model_states_are_the_zero_papers_formulas(psi, n):
+    """(2 + 2 + K) bytes per parameter, K = 12 for mixed-precision Adam:
+    stage 1 divides K by N, stage 2 also the gradients' 2, stage 3 all."""
+    expected = {
+        1: 4 * psi + 12 * psi / n,
+        2: 2 * psi + 14 * psi / n,
+        3: 16 * psi / n,
+    }
+    for stage, bytes_ in expected.items():
+        assert zero_model_states(psi, n, stage) == bytes_
+        got = estimate(ModelShape(psi), MIXED, zero(stage), n)
+        assert got.model_states == bytes_, stage
+    # Plain data parallelism is the paper's baseline, 16 bytes per parameter.
+    assert zero_model_states(psi, n, 0) == 16 * psi
+    assert estimate(ModelShape(psi), MIXED, StrategyChoice("ddp"), n).model_states == 16 * psi
+
+
+def test_the_papers_own_example():
+    """7.5B parameters on 64 GPUs: 120 GB, 31.4 GB, 16.6 GB and 1.88 GB."""
+    psi = 7.5e9
+    assert zero_model_states(psi, 64, 0) / GB == pytest.approx(120)
+    assert zero_model_states(psi, 64, 1) / GB == pytest.approx(31.4, abs=0.05)
+    assert zero_model_states(psi, 64, 2) / GB == pytest.approx(16.6, abs=0.05)
+    assert zero_model_states(psi, 64, 3) / GB == pytest.approx(1.875)
+
+
+def test_fsdp_shards_all_sixteen_bytes_but_keeps_fp32_weights():
+    got = estimate(ModelShape(7e9), MIXED, StrategyChoice("fsdp"), 8)
+    assert got.gpu["parameters"] == 4 * 7e9 / 8
+    assert got.gpu["gradients"] == 4 * 7e9 / 8
+    assert got.gpu["optimizer_states"] == 8 * 7e9 / 8
+    assert got.model_states == zero_model_states(7e9, 8, 3)
+
+
+def test_fp32_costs_sixteen_bytes_a_parameter_without_a_master_copy():
+    got = estimate(ModelShape(1e9), Workload("fp32"), zero(1), 4)
+    assert got.gpu["parameters"] == 4e9 and got.gpu["gradients"] == 4e9
+    assert got.gpu["optimizer_states"] == 8e9 / 4
+
+
+# --- the other components -------------------------------------------------------------
+
+
+def test_offload_moves_optimizer_states_and_parameters_to_the_host():
+    shape = ModelShape(7e9)
+    plain = estimate(shape, MIXED, zero(3), 8)
+    offloaded = estimate(
+        shape, MIXED, StrategyChoice("deepspeed", 3, offload_optimizer=True, offload_param=True), 8
+    )
+    assert offloaded.gpu["optimizer_states"] == 0 and offloaded.gpu["parameters"] == 0
+    assert offloaded.host["optimizer_states"] == plain.gpu["optimizer_states"]
+    assert offloaded.host["parameters"] == plain.gpu["parameters"]
+    assert offloaded.total < plain.total
+
+
+def test_frozen_parameters_cost_only_their_weights():
+    full = estimate(ModelShape(7e9), MIXED, StrategyChoice("ddp"), 1)
+    lora = estimate(ModelShape(7e9, trainable=2e7), MIXED, StrategyChoice("ddp"), 1)
+    assert lora.gpu["parameters"] == 4 * 7e9  # every weight, fp32 under autocast
+    assert lora.gpu["gradients"] == 4 * 2e7
+    assert lora.gpu["optimizer_states"] == 8 * 2e7
+    assert lora.total < full.total / 3
+
+
+def test_transformer_activations_follow_the_batch_and_shrink_with_checkpointing():
+    shape = ModelShape(7e9, layers=32, hidden_size=4096, heads=32, vocab_size=32000)
+    eager = Workload("bf16", 1, 4096, fused_attention=False)
+    one = estimate(shape, eager, StrategyChoice("fsdp"), 8)
+    two = estimate(
+        shape, Workload("bf16", 2, 4096, fused_attention=False), StrategyChoice("fsdp"), 8
+    )
+    fused = estimate(shape, Workload("bf16", 1, 4096), StrategyChoice("fsdp"), 8)
+    saved = estimate(shape, Workload("bf16", 1, 4096, True), StrategyChoice("fsdp"), 8)
+    # s*b*h*(34 + 5*a*s/h) per layer, plus the logits; fused attention keeps
+    # no attention matrices.
+    per_layer = 4096 * 1 * 4096 * (34 + 5 * 32 * 4096 / 4096)
+    logits = 4096 * 32000 * 10
+    assert one.gpu["activations"] == pytest.approx(32 * per_layer + logits)
+    assert fused.gpu["activations"] == pytest.approx(32 * 4096 * 4096 * 34 + logits)
+    assert two.gpu["activations"] == pytest.approx(2 * one.gpu["activations"])
+    assert saved.gpu["activations"] < fused.gpu["activations"] / 5  # the logits stay
+    assert not one.notes
+
+
+def test_unknown_shapes_say_what_was_left_out():
+    got = estimate(ModelShape(7e9), MIXED, StrategyChoice("fsdp"), 8)
+    assert got.gpu["activations"] == 0
+    assert any("activations not counted" in n for n in got.notes)
+    assert any("layer count unknown" in n for n in got.notes)
+
+
+def test_a_gpu_carries_the_cuda_context_and_fragmentation_a_cpu_worker_does_not():
+    gpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8)
+    cpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8, on_gpu=False)
+    assert gpu.gpu["framework"] == pytest.approx(CUDA_CONTEXT_BYTES + 0.1 * cpu.total)
+    assert "framework" not in cpu.gpu
+    assert gpu.total == pytest.approx(sum(gpu.gpu.values()))
+
+
+def test_more_sharding_never_needs_more_memory():
+    shape = ModelShape(13e9, layers=40, hidden_size=5120, heads=40, vocab_size=32000)
+    work = Workload("bf16", 1, 2048)
+    order = [StrategyChoice("ddp"), zero(1), zero(2), zero(3)]
+    totals = [estimate(shape, work, s, 8).total for s in order]
+    assert totals == sorted(totals, reverse=True)
+
+
+# --- strategy: auto -----------------------------------------------------------------------
+
+
+def test_auto_picks_ddp_for_a_100m_model_on_eight_80gb_gpus():
+    choice = choose_strategy(ModelShape(1e8), MIXED, 8, H100)
+    assert choice.chosen is not None and choice.chosen.strategy.label == "ddp"
+    assert choice.reason.startswith("picked ddp: ")
+
+
+def test_auto_shards_a_13b_full_fine_tune_on_eight_80gb_gpus():
+    shape = ModelShape(13e9, layers=40, hidden_size=5120, heads=40, vocab_size=32000)
+    choice = choose_strategy(shape, Workload("bf16", 1, 2048), 8, H100)
+    assert choice.chosen is not None
+    assert choice.chosen.strategy.type in ("fsdp", "deepspeed")
+    assert choice.chosen.strategy.label == "fsdp"  # the cheapest that fits
+    assert choice.chosen.total <= HEADROOM * H100
+    assert re.match(
+        r"ddp needs [\d.]+ GB \(over 72.0 GB, 90% of 80.0 GB\); picked fsdp", choice.reason
+    )
+
+
+def test_auto_offloads_when_only_offload_fits():
+    choice = choose_strategy(ModelShape(70e9, layers=80), MIXED, 8, H100)
+    assert choice.chosen is not None
+    assert choice.chosen.strategy.label == "deepspeed zero-3 + optimizer and parameters offload"
+    assert [e.strategy.label for e in choice.candidates][:3] == [
+        "ddp",
+        "fsdp",
+        "deepspeed zero-3",
+    ]
+
+
+def test_auto_finds_nothing_for_ten_trillion_parameters_and_says_by_how_much():
+    choice = choose_strategy(ModelShape(1e13), MIXED, 8, H100)
+    assert choice.chosen is None
+    assert choice.reason.startswith("no strategy fits 80.0 GB GPUs: even deepspeed zero-3 +")
+
+
+def test_auto_without_known_gpu_memory_takes_ddp_and_says_why():
+    choice = choose_strategy(ModelShape(7e9), MIXED, 8, None)
+    assert choice.chosen is not None and choice.chosen.strategy.label == "ddp"
+    assert "reports its GPU memory" in choice.reason
+
+
+def test_chosen_strategies_become_spec_sections():
+    assert StrategyChoice("ddp").spec() == {"type": "ddp"}
+    assert StrategyChoice("deepspeed", 3, True, True).spec() == {
+        "type": "deepspeed",
+        "deepspeed": {"stage": 3, "offload_optimizer": "cpu", "offload_param": "cpu"},
+    }
