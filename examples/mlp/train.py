@@ -48,6 +48,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
         "features": 32,
         "hidden": 128,
         "classes": 8,
+        "layers": 2,
         "samples": 4096,
         "seed": 0,
         "step_sleep": 0.0,
@@ -57,7 +58,7 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
     dataset = make_dataset(args["samples"], args["features"], args["classes"], args["seed"])
     batch = args["global_batch"] // (ctx.world_size * ctx.grad_accum)
     loader = ctx.data_loader(dataset, batch_size=batch, seed=args["seed"])
-    model = MLP(args["features"], args["hidden"], args["classes"])
+    model = MLP(args["features"], args["hidden"], args["classes"], args["layers"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=args["lr"])
     model, optimizer = ctx.prepare(
         model,

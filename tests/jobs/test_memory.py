@@ -9,6 +9,7 @@ import re
 import pytest
 
 from trainplane.jobs.memory import (
+    CPU_FRAMEWORK_BYTES,
     CUDA_CONTEXT_BYTES,
     GB,
     ModelShape,
@@ -66,10 +67,16 @@ def test_fsdp_shards_all_sixteen_bytes_but_keeps_fp32_weights():
     assert got.model_states == zero_model_states(7e9, 8, 3)
 
 
-def test_fp32_costs_sixteen_bytes_a_parameter_without_a_master_copy():
-    got = estimate(ModelShape(1e9), Workload("fp32"), zero(1), 4)
-    assert got.gpu["parameters"] == 4e9 and got.gpu["gradients"] == 4e9
-    assert got.gpu["optimizer_states"] == 8e9 / 4
+def test_fp32_costs_sixteen_bytes_a_parameter_and_deepspeed_adds_its_master_copy():
+    ddp = estimate(ModelShape(1e9), Workload("fp32"), StrategyChoice("ddp"), 4)
+    assert (ddp.gpu["parameters"], ddp.gpu["gradients"], ddp.gpu["optimizer_states"]) == (
+        4e9,
+        4e9,
+        8e9,
+    )
+    stage1 = estimate(ModelShape(1e9), Workload("fp32"), zero(1), 4)
+    assert stage1.gpu["parameters"] == 4e9 and stage1.gpu["gradients"] == 4e9
+    assert stage1.gpu["optimizer_states"] == 12e9 / 4  # fp32 partition + Adam's two
 
 
 # --- the other components -------------------------------------------------------------
@@ -123,11 +130,12 @@ def test_unknown_shapes_say_what_was_left_out():
     assert any("layer count unknown" in n for n in got.notes)
 
 
-def test_a_gpu_carries_the_cuda_context_and_fragmentation_a_cpu_worker_does_not():
+def test_a_gpu_carries_the_cuda_context_and_fragmentation_a_cpu_worker_its_strategys_share():
     gpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8)
     cpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8, on_gpu=False)
-    assert gpu.gpu["framework"] == pytest.approx(CUDA_CONTEXT_BYTES + 0.1 * cpu.total)
-    assert "framework" not in cpu.gpu
+    allocated = cpu.total - cpu.gpu["framework"]
+    assert gpu.gpu["framework"] == pytest.approx(CUDA_CONTEXT_BYTES + 0.1 * allocated)
+    assert cpu.gpu["framework"] == CPU_FRAMEWORK_BYTES["ddp"]
     assert gpu.total == pytest.approx(sum(gpu.gpu.values()))
 
 

@@ -9,13 +9,15 @@ the gradients, stage 3 also the weights. FSDP2 shards everything like stage
 3, but keeps fp32 weights and gradients (the strategy casts for the forward),
 so its 16 bytes split 4 + 4 + 8. Offload moves the optimizer states (and with
 ``offload_param`` the weights) to host memory. Parameters that do not train (a
-LoRA's frozen base) cost only their weights.
+LoRA's frozen base) cost only their weights. DeepSpeed keeps its fp32 partition of
+the weights even for an fp32 model, so its K stays 12.
 
 On top of the model states come:
 
 - working buffers: DDP's gradient buckets (a second copy of the gradients),
-  ZeRO's reduce and gather buckets, and the unsharded layers FSDP2 and stage 3
-  gather for the forward and backward (two in flight, for prefetching);
+  ZeRO's reduce bucket and the parameters stage 3 keeps gathered (up to its
+  live limit), and the unsharded layers FSDP2 gathers for the forward and
+  backward (two in flight, for prefetching);
 - activations, when the shapes are known: for a transformer of L layers,
   hidden size h, a heads, sequence s and micro-batch b, Korthikanti et al.'s
   ``s*b*h*(34 + 5*a*s/h)`` bytes per layer in half precision (twice in fp32;
@@ -24,8 +26,9 @@ On top of the model states come:
   activation checkpointing; plus the logits and their gradient over the
   vocabulary; for a stack of dense layers, the inputs each layer keeps for
   its backward;
-- framework overhead on a GPU: the CUDA context and the NCCL buffers, and
-  the caching allocator's fragmentation as a share of the rest.
+- framework overhead: on a GPU the CUDA context and the NCCL buffers, and
+  the caching allocator's fragmentation as a share of the rest; on a CPU
+  worker what each strategy's machinery was measured to take.
 
 Every number is bytes per GPU (per worker), so the breakdown adds up to the
 total that is compared with the GPU's memory; GB are 10^9 bytes.
@@ -40,10 +43,17 @@ GB = 1e9  # decimal, as GPU memory is sold and as the ZeRO paper counts
 CUDA_CONTEXT_BYTES = 1.5 * GB
 # The caching allocator rounds and fragments: a share of what is allocated.
 FRAGMENTATION = 0.10
-# DeepSpeed's default bucket sizes, in elements.
+# A CPU worker of a gang (gloo) has no CUDA context, but each strategy's
+# machinery takes memory of its own: DDP's reducer and gloo's buffers,
+# FSDP2's, DeepSpeed's engine. Measured here for a model of a few thousand
+# parameters on two ranks (see tests/runtime/test_memory_estimates.py).
+CPU_FRAMEWORK_BYTES = {"ddp": 96e6, "fsdp": 56e6, "deepspeed": 144e6}
+# DeepSpeed's defaults, in elements: the gradient reduce bucket, and how many
+# gathered parameters ZeRO-3 keeps live (stage3_max_live_parameters; with
+# the default reuse distance a model smaller than that stays gathered).
 ZERO_REDUCE_BUCKET = 5e8
-ZERO_PREFETCH_BUCKET = 5e7
-# Units gathered at once by FSDP2 / ZeRO-3: the one computing and the next.
+ZERO_MAX_LIVE_PARAMETERS = 1e9
+# Units FSDP2 gathers at once: the one computing and the next (prefetch).
 UNITS_IN_FLIGHT = 2
 # Without the layer count, a model is taken to shard into this many units.
 ASSUMED_UNITS = 8
@@ -214,7 +224,7 @@ def estimate(
     # --- working buffers ---------------------------------------------------------
     units = model.layers or ASSUMED_UNITS
     unit_params = model.parameters / units
-    if model.layers is None and strategy.type in ("fsdp", "deepspeed"):
+    if model.layers is None and strategy.type == "fsdp":
         notes.append(f"layer count unknown: taken as {ASSUMED_UNITS} sharded units")
     if strategy.type == "ddp":
         # Gradients are copied into the all-reduce buckets.
@@ -229,10 +239,10 @@ def estimate(
         half = 2.0 if workload.mixed else 4.0
         reduce = min(ZERO_REDUCE_BUCKET, trained) * half
         if stage == 3:
-            gathered = min(
-                max(ZERO_PREFETCH_BUCKET, UNITS_IN_FLIGHT * unit_params), model.parameters
-            )
-            gpu["buffers"] = reduce + gathered * half
+            # As for FSDP2: the gathered weights, and their full gradients
+            # until they are reduced into partitions.
+            gathered = min(ZERO_MAX_LIVE_PARAMETERS, model.parameters)
+            gpu["buffers"] = reduce + gathered * (half + grads)
         else:
             gpu["buffers"] = reduce if n > 1 else 0.0
 
@@ -249,6 +259,8 @@ def estimate(
     if on_gpu:
         allocated = sum(gpu.values())
         gpu["framework"] = CUDA_CONTEXT_BYTES + FRAGMENTATION * allocated
+    else:
+        gpu["framework"] = CPU_FRAMEWORK_BYTES[strategy.type] if n > 1 else 0.0
     return MemoryEstimate(strategy, n, gpu, host, tuple(notes))
 
 
@@ -256,10 +268,12 @@ def _bytes_per_parameter(
     workload: Workload, strategy: StrategyChoice
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer states) per trained parameter."""
+    if strategy.type == "deepspeed":
+        # ZeRO's optimizer keeps its own fp32 partition of the weights even
+        # when the model itself is fp32: K is 12 either way.
+        return (2.0, 2.0, OPTIMIZER_BYTES["mixed"]) if workload.mixed else (4.0, 4.0, 12.0)
     if not workload.mixed:
         return 4.0, 4.0, OPTIMIZER_BYTES["fp32"]
-    if strategy.type == "deepspeed":
-        return 2.0, 2.0, OPTIMIZER_BYTES["mixed"]
     # DDP under autocast and FSDP2 with a mixed-precision policy keep the
     # weights and gradients in fp32; there is no separate master copy.
     return 4.0, 4.0, OPTIMIZER_BYTES["fp32"]
