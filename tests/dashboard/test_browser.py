@@ -319,6 +319,9 @@ def test_a_valid_spec_file_is_loaded_checked_then_submitted_from_the_form(scene,
     )
     page.click('[data-action="plan"]')
     page.locator("[data-plan]", has_text="Valid.").wait_for()
+    planned = page.locator("[data-plan]").inner_text()
+    assert "Strategy: ddp. no memory estimate: give model.parameters" in planned
+    assert "Cost: unknown (no earlier run of this job to learn from)." in planned
     page.click('[data-action="submit"]')
     page.wait_for_url("**/jobs/*")
     job_id = page.url.rsplit("/", 1)[1]

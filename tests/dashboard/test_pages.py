@@ -110,6 +110,35 @@ def test_the_job_page_shows_spec_timeline_attempts_and_cost(api, session):
     assert 'data-part="job-summary"' in panels and 'data-part="job-history"' in panels
 
 
+def test_the_job_page_says_how_auto_chose_and_what_restarts_cost(api, session):
+    cluster = make_cluster(session, "h100", gpus=8, accelerator="H100", gpu_memory_gb=80)
+    job = submit(
+        api,
+        "auto-picked",
+        gpus=8,
+        strategy={"type": "auto"},
+        model={"parameters": 1.3e10},
+        precision="bf16",
+    )
+    for number in (1, 2):
+        attempt = make_attempt(
+            session, job["id"], number=number, status="FAILED", cluster_id=cluster.id
+        )
+        start = utcnow() - timedelta(hours=3 - number)
+        with session.begin():
+            session.execute(
+                update(JobAttempt)
+                .where(JobAttempt.id == attempt.id)
+                .values(started_at=start, finished_at=start + timedelta(minutes=30))
+            )
+    page = html_of(api.get(f"/jobs/{job['id']}"))
+    assert "8 \u00d7 fsdp" in page
+    reason = re.search(r'data-strategy-reason title="([^"]+)"', page)
+    assert reason and "picked fsdp" in reason.group(1)
+    # The first attempt (30 min on 8 GPUs) was replaced by the second.
+    assert "data-lost>4.00<" in page
+
+
 def test_a_missing_job_is_a_404_page(api):
     response = api.get("/jobs/no-such-job")
     assert response.status_code == 404

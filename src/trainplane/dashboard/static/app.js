@@ -377,6 +377,33 @@
     return found === null ? null : found + 1;
   }
 
+  // The plan's answer in a few lines: placement, strategy, memory, start, cost.
+  function planLines(body) {
+    const where = body.placement;
+    const lines = [
+      `Valid. ${where.can_start_now ? `Would start now on ${where.cluster}.` : `Would wait: ${where.reason}`} Queue position ${where.queue_position}.`,
+    ];
+    const strategy = body.strategy;
+    if (strategy) {
+      const picked = strategy.requested === "auto" ? `auto → ${strategy.chosen}` : strategy.chosen;
+      lines.push(`Strategy: ${picked}. ${strategy.reason}`);
+    }
+    const memory = body.memory;
+    if (memory) {
+      const of = memory.gpu_memory_gb ? ` of ${memory.gpu_memory_gb} GB (${Math.round(memory.fraction * 100)}%)` : "";
+      lines.push(`Memory per GPU: ${memory.total_gb.toFixed(1)} GB${of}.`);
+    }
+    if (!where.can_start_now && where.expected_start_basis) {
+      const seconds = where.expected_start_in_seconds;
+      lines.push(seconds == null ? `Expected start: ${where.expected_start_basis}.` : `Expected start: in about ${Math.max(1, Math.round(seconds / 60))} min.`);
+    }
+    const cost = body.cost;
+    if (cost) {
+      lines.push(cost.expected_cost == null ? `Cost: unknown (${cost.basis}).` : `Cost: about ${cost.expected_cost.toFixed(2)} (${cost.basis}).`);
+    }
+    return lines;
+  }
+
   function wireSubmit() {
     const form = $('[data-form="submit"]');
     if (!form) return;
@@ -424,8 +451,11 @@
       if (!result.ok) return showErrors(result);
       errors.replaceChildren();
       text.removeAttribute("aria-invalid");
-      const where = result.body.placement;
-      plan.textContent = `Valid. ${where.can_start_now ? `Would start now on ${where.cluster}.` : `Would wait: ${where.reason}`} Queue position ${where.queue_position}.`;
+      plan.replaceChildren(...planLines(result.body).map((line) => {
+        const p = document.createElement("p");
+        p.textContent = line;
+        return p;
+      }));
     });
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
