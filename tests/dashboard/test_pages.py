@@ -89,17 +89,23 @@ def test_text_from_jobs_is_escaped(api, session):
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
-def test_the_job_page_shows_spec_timeline_attempts_and_cost(api, session):
-    cluster = make_cluster(session, gpus=4, price_per_gpu_hour=3.0)
-    job = submit(api, "detailed", gpus=2, tracking={"experiment": "exp-a"})
-    attempt = make_attempt(session, job["id"], status="SUCCEEDED", cluster_id=cluster.id)
+def ran(session, job_id, cluster_id, start, duration, *, number=1):
+    """An attempt of the job that ran on the cluster from ``start`` for ``duration``."""
+    attempt = make_attempt(
+        session, job_id, number=number, status="SUCCEEDED", cluster_id=cluster_id
+    )
     with session.begin():
-        start = utcnow() - timedelta(hours=2)
         session.execute(
             update(JobAttempt)
             .where(JobAttempt.id == attempt.id)
-            .values(started_at=start, finished_at=start + timedelta(hours=1))
+            .values(started_at=start, finished_at=start + duration)
         )
+
+
+def test_the_job_page_shows_spec_timeline_attempts_and_cost(api, session):
+    cluster = make_cluster(session, gpus=4, price_per_gpu_hour=3.0)
+    job = submit(api, "detailed", gpus=2, tracking={"experiment": "exp-a"})
+    ran(session, job["id"], cluster.id, utcnow() - timedelta(hours=2), timedelta(hours=1))
     page = html_of(api.get(f"/jobs/{job['id']}"))
     assert "<h1>detailed" in page
     assert "data-cost>$6.00<" in page  # 2 GPUs x 1 h x 3.00
@@ -121,16 +127,8 @@ def test_the_job_page_says_how_auto_chose_and_what_restarts_cost(api, session):
         precision="bf16",
     )
     for number in (1, 2):
-        attempt = make_attempt(
-            session, job["id"], number=number, status="FAILED", cluster_id=cluster.id
-        )
         start = utcnow() - timedelta(hours=3 - number)
-        with session.begin():
-            session.execute(
-                update(JobAttempt)
-                .where(JobAttempt.id == attempt.id)
-                .values(started_at=start, finished_at=start + timedelta(minutes=30))
-            )
+        ran(session, job["id"], cluster.id, start, timedelta(minutes=30), number=number)
     page = html_of(api.get(f"/jobs/{job['id']}"))
     assert "8 \u00d7 fsdp" in page
     reason = re.search(r'data-strategy-reason title="([^"]+)"', page)
