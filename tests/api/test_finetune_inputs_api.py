@@ -178,7 +178,13 @@ def test_a_plan_checks_the_files_places_the_job_and_creates_nothing(api, session
         "can_start_now": True,
         "queue_position": 1,
         "reason": "would start now on cluster cpu-a",
+        "expected_start_in_seconds": 0.0,
+        "expected_start_basis": "it would start now on cluster cpu-a",
     }
+    # The base model's config.json sizes the estimate of the spec's strategy.
+    assert plan["strategy"]["chosen"] == "deepspeed zero-3 + optimizer offload"
+    assert plan["memory"]["strategy"] == plan["strategy"]["chosen"]
+    assert not any("activations" in note for note in plan["memory"]["notes"])
     assert count_rows(session) == (0, 0)
 
 

@@ -13,6 +13,7 @@ from tests.factories import insert_jobs, make_attempt, make_cluster, small_spec
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
 from trainplane.jobs.states import JobStatus
+from trainplane.services.placement import place_queued_jobs
 
 
 def _spec(parameters, *, strategy="auto", gpus=8, **extra):
@@ -192,3 +193,21 @@ def test_cost_comes_from_earlier_runs_of_the_same_job(api, session, h100):
     # Without max_steps: the median duration of those runs.
     plain = api.post("/v1/jobs/plan", json=_spec(1e8)).json()["cost"]
     assert plain["expected_seconds"] == pytest.approx(300)
+
+
+def test_a_job_is_placed_only_on_gpus_its_estimate_fits(api, session):
+    """13B under FSDP2 needs about 51 GB per GPU: not the 40 GB cluster, which
+    plan and the scheduler both pass over for the 80 GB one."""
+    make_cluster(session, "a40", gpus=8, accelerator="H100", gpu_memory_gb=40)
+    make_cluster(session, "b80", gpus=8, accelerator="H100", gpu_memory_gb=80)
+    spec = _spec(1.3e10, strategy="fsdp")
+    plan = api.post("/v1/jobs/plan", json=spec).json()
+    assert plan["placement"]["cluster"] == "b80"
+    created = api.post("/v1/jobs", json=spec).json()
+    with session.begin():
+        needed = session.get_one(Job, created["id"]).gpu_memory_gb
+    assert needed == pytest.approx(plan["memory"]["total_gb"], abs=0.01)
+    placed = place_queued_jobs(session, utcnow()).placed
+    assert [job for job, _ in placed] == [created["id"]]
+    (attempt,) = api.get(f"/v1/jobs/{created['id']}").json()["attempts"]
+    assert attempt["cluster"] == "b80"

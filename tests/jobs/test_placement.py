@@ -132,3 +132,23 @@ def test_wait_reasons():
     down = cluster("local", accelerator="cpu", gpus=2, per_node=2, ready=False)
     assert wait_reason(job("x", 1), [down], 0) == "waiting for 1 GPU: local is unreachable"
     assert wait_reason(job("x", 1), [], 0) == "waiting for a cluster: none is registered"
+
+
+def test_a_job_goes_only_where_its_memory_estimate_fits_the_gpus():
+    small = ClusterState("small", "small", "H100", 8, 8, gpu_memory_gb=40)
+    big = ClusterState("big", "big", "H100", 8, 8, in_use=4, gpu_memory_gb=80)
+    unsized = ClusterState("unsized", "unsized", "H100", 8, 8)
+    needs_60 = job("j", 4, gpu_memory_gb=60)
+    assert not can_ever_hold(small, needs_60)
+    assert can_ever_hold(big, needs_60) and can_ever_hold(unsized, needs_60)
+    # Best fit would pick the busier big cluster anyway; without big, the
+    # small one is passed over even though it is empty.
+    assert plan([needs_60], [small, big]).placements == [("j", "big")]
+    assert plan([needs_60], [small]).placements == []
+    reason = never_fits_reason(needs_60, [small])
+    assert reason == (
+        "no cluster can ever hold 4 GPUs of 60+ GB: small has 8 H100 of 40 GB (8 per node)"
+    )
+    # A cpu cluster has no GPU memory to compare with.
+    cpu = ClusterState("cpu", "cpu", "cpu", 8, 8, gpu_memory_gb=1)
+    assert can_ever_hold(cpu, needs_60)

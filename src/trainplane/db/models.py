@@ -87,6 +87,9 @@ class Job(Base):
     gpus_per_node: Mapped[int | None] = mapped_column(Integer)
     gpu_type: Mapped[str | None] = mapped_column(String(64))
     max_runtime_seconds: Mapped[int | None] = mapped_column(Integer)
+    # The memory estimate per GPU (GB), when the spec allowed one: placement
+    # passes over clusters whose GPUs are smaller.
+    gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
     strategy: Mapped[str] = mapped_column(String(16))
     # How strategy: auto chose it (the memory estimates that decided); empty
     # when the spec named the strategy.

@@ -29,15 +29,17 @@ class Demand:
     gpu_type: str | None = None
     max_runtime_seconds: int | None = None
     project_id: str | None = None
+    gpu_memory_gb: float | None = None  # its memory estimate per GPU, when known
 
     @property
-    def shape(self) -> tuple[int, int | None, str | None]:
-        return self.gpus, self.gpus_per_node, self.gpu_type
+    def shape(self) -> tuple[int, int | None, str | None, float | None]:
+        return self.gpus, self.gpus_per_node, self.gpu_type, self.gpu_memory_gb
 
-    def describe(self) -> str:
+    def describe(self, *, memory: bool = False) -> str:
         kind = f" {self.gpu_type}" if self.gpu_type else ""
         per_node = f" ({self.gpus_per_node} per node)" if self.gpus_per_node else ""
-        return f"{self.gpus}{kind} GPU{'s' if self.gpus != 1 else ''}{per_node}"
+        size = f" of {self.gpu_memory_gb:.0f}+ GB" if memory and self.gpu_memory_gb else ""
+        return f"{self.gpus}{kind} GPU{'s' if self.gpus != 1 else ''}{size}{per_node}"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,13 @@ def can_ever_hold(cluster: ClusterState, demand: Demand) -> bool:
         return False
     if demand.gpus > cluster.gpus:
         return False
+    if (
+        demand.gpu_memory_gb
+        and cluster.gpu_memory_gb
+        and cluster.accelerator.lower() != "cpu"
+        and demand.gpu_memory_gb > cluster.gpu_memory_gb
+    ):
+        return False  # its GPUs are too small for the job's memory estimate
     if demand.gpus_per_node:
         if demand.gpus_per_node > cluster.gpus_per_node:
             return False
@@ -89,10 +98,17 @@ def never_fits_reason(demand: Demand, clusters: Sequence[ClusterState]) -> str |
     cluster is registered yet: the job waits for one)."""
     if not clusters or any(can_ever_hold(c, demand) for c in clusters):
         return None
-    sizes = ", ".join(
-        f"{c.name} has {c.gpus} {c.accelerator} ({c.gpus_per_node} per node)" for c in clusters[:5]
+    # The GPUs' size is worth saying only where it is what rules clusters out.
+    sized = bool(demand.gpu_memory_gb) and any(
+        c.gpu_memory_gb and c.accelerator.lower() != "cpu" for c in clusters
     )
-    return f"no cluster can ever hold {demand.describe()}: {sizes}"
+    sizes = ", ".join(
+        f"{c.name} has {c.gpus} {c.accelerator}"
+        + (f" of {c.gpu_memory_gb:g} GB" if sized and c.gpu_memory_gb else "")
+        + f" ({c.gpus_per_node} per node)"
+        for c in clusters[:5]
+    )
+    return f"no cluster can ever hold {demand.describe(memory=sized)}: {sizes}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
 from trainplane.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
+from trainplane.jobs.memory import GB
 from trainplane.jobs.placement import Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import (
@@ -80,6 +81,7 @@ def submit_job(
         gpus_per_node=spec.resources.gpus_per_node,
         gpu_type=spec.resources.gpu_type,
         max_runtime_seconds=spec.max_runtime_seconds,
+        gpu_memory_gb=_memory_needed(strategy),
         strategy=document["strategy"]["type"],
         strategy_reason=strategy.reason if strategy and spec.strategy.type == "auto" else "",
         spec=document,
@@ -119,6 +121,13 @@ def submit_job(
         return Submission(earlier, created=False)
     wakeup.work_available()
     return Submission(job, created=True)
+
+
+def _memory_needed(strategy: StrategyPlan | None) -> float | None:
+    """GB per GPU by the estimate of the strategy that will run, for placement."""
+    if strategy is None or strategy.estimate is None:
+        return None
+    return round(strategy.estimate.total / GB, 3)
 
 
 def _strategy_for(
@@ -325,6 +334,7 @@ SUMMARY_COLUMNS = (
     Job.gpus,
     Job.gpus_per_node,
     Job.gpu_type,
+    Job.gpu_memory_gb,
     Job.strategy,
     Job.submitted_by,
     Job.created_at,

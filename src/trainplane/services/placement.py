@@ -55,6 +55,7 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
             Job.gpus_per_node,
             Job.gpu_type,
             Job.max_runtime_seconds,
+            Job.gpu_memory_gb,
         )
         .where(Job.status == JobStatus.QUEUED.value)
         .order_by(*queue_order())
@@ -70,6 +71,7 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
             gpu_type=r.gpu_type,
             max_runtime_seconds=r.max_runtime_seconds,
             project_id=r.project_id,
+            gpu_memory_gb=r.gpu_memory_gb,
         )
         for r in rows
     ]

@@ -20,6 +20,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, Project
 from trainplane.errors import ForbiddenError, InvalidInputError
 from trainplane.jobs import placement
+from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import JobStatus
@@ -101,6 +102,8 @@ def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -
         strategy = plan_strategy(spec, inputs.model_config, clusters)
         if strategy.refusal is not None:
             raise InvalidInputError(*strategy.refusal)
+        if strategy.estimate is not None:
+            demand = replace(demand, gpu_memory_gb=strategy.estimate.total / GB)
         releases = expected_releases(session, now)
         duration = expected_duration(session, spec, project)
         prices = dict(session.execute(select(Cluster.id, Cluster.price_per_gpu_hour)).all())

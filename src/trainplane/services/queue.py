@@ -118,7 +118,7 @@ def _snapshot(session: Session, queued: Sequence[Any]) -> QueueSnapshot:
 
 def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
     """For the QUEUED ones among ``jobs`` (rows or Jobs with id, project_id,
-    status, priority, created_at, gpus, gpus_per_node, gpu_type). Call inside
+    status, priority, created_at, gpus, gpus_per_node, gpu_type, gpu_memory_gb). Call inside
     a unit of work."""
     queued = [j for j in jobs if j.status == JobStatus.QUEUED.value]
     if not queued:
@@ -131,7 +131,9 @@ def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
             continue  # placed since the page was read
         quota = snapshot.quotas.get(job.project_id)
         held = quota.blocks(job.gpus) if quota is not None else None
-        demand = Demand(job.id, job.gpus, job.gpus_per_node, job.gpu_type)
+        demand = Demand(
+            job.id, job.gpus, job.gpus_per_node, job.gpu_type, gpu_memory_gb=job.gpu_memory_gb
+        )
         ahead = RANKED_QUEUE_LENGTH if position is None else position - 1
         reason = held or wait_reason(demand, snapshot.clusters, ahead, at_least=position is None)
         views[job.id] = QueueView(position, reason)
