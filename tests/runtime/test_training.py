@@ -122,7 +122,7 @@ S3_CREDENTIALS = {
 
 # Preemption is on for this server; only the preemption tests submit high
 # and low jobs, so it changes nothing for the others.
-PREEMPTION_GRACE_SECONDS = 20
+PREEMPTION_GRACE_SECONDS = 12
 PREEMPTION = {
     "TRAINPLANE_PREEMPTION_ENABLED": "true",
     "TRAINPLANE_PREEMPTION_MIN_RUNTIME_SECONDS": "0",
@@ -407,7 +407,9 @@ def test_a_preempted_job_that_does_not_stop_by_itself_is_stopped_after_the_grace
         assert first["reason"] == f"preempted by job {high} (high priority, project default)"
         assert waited >= PREEMPTION_GRACE_SECONDS - 1  # it was given the whole grace period
         reasons = [e["reason"] for e in _events(service, low)]
-        assert any("asked to checkpoint and stop within 20s" in r for r in reasons)
+        assert any(
+            f"asked to checkpoint and stop within {PREEMPTION_GRACE_SECONDS}s" in r for r in reasons
+        )
         # Back in the queue, then running again once the urgent job is done.
         wait_for(lambda: len(service.job(low)["attempts"]) == 2, 120, "a second attempt")
     finally:

@@ -19,8 +19,8 @@ from trainplane.serve.processes import running_scheduler
 from trainplane.testing.clusters import register_local_cluster
 
 SLOTS = 4
-JOBS_PER_PROJECT = 14
-JOB = ["python", "-c", "import time; time.sleep(3)"]
+JOBS_PER_PROJECT = 12
+JOB = ["python", "-c", "import time; time.sleep(2)"]
 
 pytestmark = pytest.mark.postgres_only
 
