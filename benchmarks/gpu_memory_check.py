@@ -31,6 +31,7 @@ from trainplane.jobs.memory import (  # noqa: E402
     Workload,
     estimate,
 )
+from trainplane.testing.memory_probe import MEASURING_ENV, probe_spec  # noqa: E402
 
 # A ~0.9B-parameter model: model states of ~14 GB, activations of a few GB.
 GPU_ARGS = {
@@ -71,22 +72,12 @@ def parameters(args: dict) -> int:
 
 
 def measure(strategy: dict, args: dict, precision: str, device: str, out: Path) -> int:
-    spec = {
-        "kind": "train",
-        "name": "gpu-memory-check",
-        "entrypoint": {
-            "function": "trainplane.testing.memory_probe:measure",
-            "args": {**args, "example": "lm", "out": str(out)},
-        },
-        "resources": {"gpus": 1},
-        "strategy": strategy,
-        "precision": precision,
-    }
+    spec = probe_spec("lm", args, out, strategy=strategy, gpus=1, precision=precision)
     env = {
         **os.environ,
+        **MEASURING_ENV,
         "TRAINPLANE_SPEC": json.dumps(spec),
         "TRAINPLANE_DEVICE": device,
-        "MALLOC_MMAP_THRESHOLD_": "131072",
     }
     run = subprocess.run(
         [sys.executable, "-m", "trainplane.runtime.local"], env=env, capture_output=True, text=True

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import TORCH_EXTENSIONS_CACHE
 from tests.factories import example_module
 from trainplane.jobs.memory import ModelShape, StrategyChoice, Workload, estimate
+from trainplane.testing.memory_probe import MEASURING_ENV, probe_spec
 
 ARGS = {
     "features": 256,
@@ -43,16 +44,7 @@ def _parameters() -> int:
 
 
 def _measure(strategy: dict, out: Path) -> list[int]:
-    spec = {
-        "kind": "train",
-        "name": "memory-probe",
-        "entrypoint": {
-            "function": "trainplane.testing.memory_probe:measure",
-            "args": {**ARGS, "example": "mlp", "out": str(out)},
-        },
-        "resources": {"gpus": WORKERS},
-        "strategy": strategy,
-    }
+    spec = probe_spec("mlp", ARGS, out, strategy=strategy, gpus=WORKERS)
     path = out.with_suffix(".json")
     path.write_text(json.dumps(spec))
     env = {
@@ -60,9 +52,7 @@ def _measure(strategy: dict, out: Path) -> list[int]:
         "TRAINPLANE_DEVICE": "cpu",
         "OMP_NUM_THREADS": "1",
         "TORCH_EXTENSIONS_DIR": str(TORCH_EXTENSIONS_CACHE),
-        # Big blocks straight from mmap: resident memory then follows the
-        # live tensors instead of what the allocator keeps for later.
-        "MALLOC_MMAP_THRESHOLD_": "131072",
+        **MEASURING_ENV,
     }
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)

@@ -26,6 +26,34 @@ import torch
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
+# Big blocks straight from mmap: resident memory then follows the live
+# tensors instead of what the allocator keeps for later.
+MEASURING_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072"}
+
+
+def probe_spec(
+    example: str,
+    args: dict[str, Any],
+    out: Path,
+    *,
+    strategy: dict[str, Any],
+    gpus: int,
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """A job spec that runs :func:`measure` on ``example`` with ``args``."""
+    return {
+        "kind": "train",
+        "name": "memory-probe",
+        "entrypoint": {
+            "function": "trainplane.testing.memory_probe:measure",
+            "args": {**args, "example": example, "out": str(out)},
+        },
+        "resources": {"gpus": gpus},
+        "strategy": strategy,
+        "precision": precision,
+    }
+
+
 def _resident_bytes() -> int:
     with open("/proc/self/statm") as handle:
         pages = int(handle.read().split()[1])

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
+from trainplane.api.plan_schemas import PlanOut
 from trainplane.api.problems import PROBLEM_RESPONSES
 from trainplane.api.schemas import (
     EventList,
@@ -15,7 +16,6 @@ from trainplane.api.schemas import (
     JobOut,
     JobPage,
     JobSummary,
-    PlanOut,
     json_response,
 )
 from trainplane.api.tracking_schemas import ComparisonOut
