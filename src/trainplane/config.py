@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
@@ -43,6 +44,9 @@ class Settings(BaseSettings):
         default=None,
         description="Key that attempt tokens are derived from. Default: a random key "
         "generated once and kept in the database, so every replica agrees.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="Server logs: readable lines, or one JSON object per line."
     )
     db_pool_size: int = Field(default=10, ge=1)
     db_statement_timeout_ms: int = Field(default=15_000, ge=100)

@@ -18,6 +18,7 @@ from trainplane.api.routes import (
     clusters,
     health,
     jobs,
+    metrics,
     models,
     progress,
     projects,
@@ -31,6 +32,7 @@ from trainplane.dashboard import pages as dashboard_pages
 from trainplane.dashboard.static_files import STATIC_PATH, static_files
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.observability.http_metrics import RequestTimer
 from trainplane.services import tokens as token_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.tracking.client import MlflowTracking, tracking_config
@@ -130,7 +132,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_bytes=MAX_BODY_BYTES,
         larger=((_PROGRESS_PATH, MAX_PROGRESS_BODY_BYTES),),
     )
+    # Outermost: the time includes refusals by the size limit.
+    app.add_middleware(RequestTimer)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(projects.router)
     app.include_router(jobs.router)
     app.include_router(progress.router)

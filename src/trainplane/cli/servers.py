@@ -28,12 +28,14 @@ def server(
 ) -> None:
     """Run the API server and the scheduler (settings from TRAINPLANE_* variables)."""
     from trainplane.config import Settings
-    from trainplane.serve.processes import ServeError, configure_logging, run_server
+    from trainplane.observability.logs import configure_logging
+    from trainplane.serve.processes import ServeError, run_server
 
-    configure_logging(log_level)
+    settings = Settings()
+    configure_logging(log_level, settings.log_format)
     try:
         run_server(
-            Settings(),
+            settings,
             host=host,
             port=port,
             workers=workers,
@@ -54,12 +56,14 @@ def up(
 ) -> None:
     """Run everything on this machine: API, scheduler and a local Ray cluster."""
     from trainplane.config import Settings
+    from trainplane.observability.logs import configure_logging
     from trainplane.serve.embedded import run_up
-    from trainplane.serve.processes import ServeError, configure_logging
+    from trainplane.serve.processes import ServeError
 
-    configure_logging(log_level)
+    settings = Settings()
+    configure_logging(log_level, settings.log_format)
     try:
-        run_up(Settings(), host=host, port=port, slots=slots, log_level=log_level)
+        run_up(settings, host=host, port=port, slots=slots, log_level=log_level)
     except ServeError as exc:
         raise fail(str(exc)) from None
 
@@ -67,11 +71,13 @@ def up(
 def scheduler(log_level: LogLevel = "info") -> None:
     """Run the scheduler loops alone (several may run against one PostgreSQL)."""
     from trainplane.config import Settings
-    from trainplane.serve.processes import ServeError, configure_logging, run_scheduler
+    from trainplane.observability.logs import configure_logging
+    from trainplane.serve.processes import ServeError, run_scheduler
 
-    configure_logging(log_level)
+    settings = Settings()
+    configure_logging(log_level, settings.log_format)
     try:
-        run_scheduler(Settings())
+        run_scheduler(settings)
     except ServeError as exc:
         raise fail(str(exc)) from None
 

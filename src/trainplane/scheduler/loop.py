@@ -21,6 +21,7 @@ from trainplane.backends.ray import RayClusters
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
+from trainplane.observability.instruments import QUEUE_WAIT_SECONDS, SCHEDULER_PASS_SECONDS
 from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
 from trainplane.services import clusters as cluster_service
@@ -54,16 +55,20 @@ class Scheduler:
         # on every pass of a loop that submissions wake many times a second.
         if time.monotonic() - self._last_housekeeping >= HOUSEKEEPING_SECONDS:
             self._last_housekeeping = time.monotonic()
-            with self.sessions() as session:
-                attempt_service.requeue_restarts(session, utcnow())
-            self.check_clusters()
-            self.preempt()
+            with SCHEDULER_PASS_SECONDS.labels("housekeeping").time():
+                with self.sessions() as session:
+                    attempt_service.requeue_restarts(session, utcnow())
+                self.check_clusters()
+                self.preempt()
         grace = self.settings.preemption_grace_seconds if self.settings.preemption_enabled else None
-        with self.sessions() as session:
+        with SCHEDULER_PASS_SECONDS.labels("placement").time(), self.sessions() as session:
             result = place_queued_jobs(session, utcnow(), preemption_grace_seconds=grace)
-        if result.placed:
-            log.info("placed %d job(s)", len(result.placed))
-        self.advance_attempts()
+        for wait in result.first_waits:
+            QUEUE_WAIT_SECONDS.observe(wait)
+        for job_id, attempt_id in result.placed:
+            log.info("placed job %s", job_id, extra={"job_id": job_id, "attempt_id": attempt_id})
+        with SCHEDULER_PASS_SECONDS.labels("advance").time():
+            self.advance_attempts()
 
     def preempt(self) -> None:
         """Ask low-priority attempts to make room for waiting high-priority
@@ -84,6 +89,7 @@ class Scheduler:
                 item.preemptor_job,
                 item.victim_job,
                 item.cluster,
+                extra={"job_id": item.victim_job},
             )
 
     def advance_attempts(self) -> None:
@@ -109,11 +115,12 @@ class Scheduler:
             for work in works
         ]
         for work, future in zip(works, futures, strict=True):
+            ids = {"job_id": work.job_id, "attempt_id": work.attempt_id}
             try:
                 outcome = future.result()
-                log.debug("attempt %s (%s): %s", work.attempt_id, work.status, outcome)
+                log.debug("attempt %s (%s): %s", work.attempt_id, work.status, outcome, extra=ids)
             except Exception:  # a bug in one attempt's handling must not stop the loop
-                log.exception("advancing attempt %s failed", work.attempt_id)
+                log.exception("advancing attempt %s failed", work.attempt_id, extra=ids)
                 continue
             with self.sessions() as session:
                 applied = attempt_service.apply_outcome(
@@ -126,12 +133,14 @@ class Scheduler:
                     lost_after_seconds=settings.cluster_lost_after_seconds,
                 )
             if applied is None:
-                log.warning("lease on attempt %s was lost; result dropped", work.attempt_id)
+                log.warning(
+                    "lease on attempt %s was lost; result dropped", work.attempt_id, extra=ids
+                )
             else:
                 if applied.job_status is not None:
-                    log.info("job %s -> %s", work.job_id, applied.job_status)
+                    log.info("job %s -> %s", work.job_id, applied.job_status, extra=ids)
                 for note in applied.notes:
-                    log.info("attempt %s: %s", work.attempt_id, note)
+                    log.info("attempt %s: %s", work.attempt_id, note, extra=ids)
 
     def check_clusters(self) -> None:
         """Probe clusters not checked recently; placement uses only READY ones."""

@@ -16,6 +16,7 @@ from trainplane.config import Settings
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.db.locks import SchedulerFileLock
+from trainplane.observability.logs import logging_config
 from trainplane.scheduler.loop import Scheduler
 from trainplane.scheduler.tracking import TrackingLoop
 
@@ -24,15 +25,6 @@ log = logging.getLogger("trainplane")
 
 class ServeError(RuntimeError):
     """Cannot start as asked; the message says why."""
-
-
-def configure_logging(level: str = "info") -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # Every probe and every job upload would otherwise be an INFO line.
-    for noisy in ("httpx", "ray"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
 def prepare_database(settings: Settings) -> None:
@@ -83,6 +75,7 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, log_lev
         port=port,
         workers=workers,
         log_level=log_level,
+        log_config=logging_config(log_level, settings.log_format),
         access_log=False,
     )
 

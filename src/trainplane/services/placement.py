@@ -8,10 +8,10 @@ outside any transaction (``trainplane.scheduler``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import exists, func, insert, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.locks import placement_section, try_placement_lock
@@ -35,6 +35,8 @@ EARMARK_SLACK_SECONDS = 120.0
 @dataclass(frozen=True)
 class PassResult:
     placed: list[tuple[str, str]]  # (job id, attempt id)
+    # Seconds from submission to this placement, for jobs placed the first time.
+    first_waits: list[float] = field(default_factory=list)
 
 
 def queue_order() -> tuple:
@@ -96,7 +98,8 @@ def place_queued_jobs(
             )
         decisions = plan(queue, clusters, QuotaLedger.of(project_quotas(session, now)))
         placed = _start_attempts(session, decisions.placements, clusters, now)
-    return PassResult(placed=placed)
+        waits = _first_waits(session, [job_id for job_id, _ in placed], now)
+    return PassResult(placed=placed, first_waits=waits)
 
 
 def preemptors(session: Session, now: datetime, *, grace_seconds: float) -> set[str]:
@@ -123,6 +126,16 @@ def preemptors_first(queue: list[Demand], first: set[str]) -> list[Demand]:
     if not first:
         return queue
     return [d for d in queue if d.job_id in first] + [d for d in queue if d.job_id not in first]
+
+
+def _first_waits(session: Session, job_ids: list[str], now: datetime) -> list[float]:
+    if not job_ids:
+        return []
+    # A job placed again (after a restart or preemption) waited since then,
+    # not since its submission: only first placements count.
+    placed_before = exists().where(JobAttempt.job_id == Job.id, JobAttempt.number > 1)
+    rows = session.execute(select(Job.created_at).where(Job.id.in_(job_ids), ~placed_before))
+    return [max(0.0, (now - created).total_seconds()) for (created,) in rows]
 
 
 def _start_attempts(
