@@ -166,6 +166,15 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         root_only(201),
     ),
     (
+        "apply cluster",
+        lambda w: (
+            "PUT",
+            f"/v1/clusters/{(name := w.fresh_name('a'))}",
+            {"json": {"name": name, "address": "http://127.0.0.1:9", "gpus": 1}},
+        ),
+        root_only(201),
+    ),
+    (
         "remove cluster",
         lambda w: ("DELETE", f"/v1/clusters/{_cluster(w)}", {}),
         root_only(204),

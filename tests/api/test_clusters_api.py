@@ -6,6 +6,7 @@ import pytest
 
 from tests.factories import count_rows, make_cluster, small_spec
 from trainplane.db.base import utcnow
+from trainplane.db.models import Cluster
 from trainplane.services.placement import place_queued_jobs
 
 LOCAL = {"name": "local", "address": "http://127.0.0.1:8265", "accelerator": "cpu", "gpus": 2}
@@ -26,6 +27,34 @@ def test_register_list_and_remove(api):
 def test_duplicate_name_is_409(api):
     api.post("/v1/clusters", json=LOCAL)
     assert api.post("/v1/clusters", json=LOCAL).status_code == 409
+
+
+def test_put_registers_then_updates_in_place_and_is_idempotent(api, session):
+    first = api.put("/v1/clusters/local", json=LOCAL)
+    assert first.status_code == 201, first.text
+    cluster_id = first.json()["id"]
+    with session.begin():
+        # As if probed: a repeat with the same address keeps what was learned.
+        session.get_one(Cluster, cluster_id).status = "READY"
+    again = api.put("/v1/clusters/local", json=LOCAL)
+    assert again.status_code == 200
+    assert (again.json()["id"], again.json()["status"]) == (cluster_id, "READY")
+    bigger = api.put("/v1/clusters/local", json=LOCAL | {"gpus": 4, "price_per_gpu_hour": 1.5})
+    assert (bigger.json()["gpus"], bigger.json()["status"]) == (4, "READY")
+    moved = api.put("/v1/clusters/local", json=LOCAL | {"address": "http://10.0.0.9:8265"})
+    assert (moved.json()["id"], moved.json()["status"]) == (cluster_id, "UNKNOWN")
+    assert [c["name"] for c in api.get("/v1/clusters").json()["items"]] == ["local"]
+    actions = [e["action"] for e in api.get("/v1/audit").json()["items"]]
+    # The unchanged repeat wrote nothing.
+    assert actions.count("cluster.register") == 1 and actions.count("cluster.update") == 2
+
+
+def test_put_refuses_a_body_for_another_name_or_an_invalid_one(api):
+    other = api.put("/v1/clusters/local", json=LOCAL | {"name": "other"})
+    assert other.status_code == 422 and other.json()["errors"][0]["field"] == "name"
+    bad = api.put("/v1/clusters/local", json=LOCAL | {"gpus": 0})
+    assert bad.status_code == 422 and "gpus" in bad.text
+    assert api.get("/v1/clusters").json()["items"] == []
 
 
 @pytest.mark.parametrize(

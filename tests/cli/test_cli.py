@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tests.cli.conftest import SPEC
@@ -167,6 +168,41 @@ def test_clusters_add_list_remove(cli):
     assert json.loads(cli("clusters", "list", "--json").stdout) == []
     missing = cli("clusters", "remove", "gpu-a")
     assert missing.exit_code == 1 and "404" in missing.stderr
+
+
+def test_clusters_apply_registers_updates_and_repeats_safely(cli, tmp_path):
+    path = tmp_path / "clusters.yaml"
+    declared = [
+        {"name": "h100", "address": "http://ray-h100:8265", "accelerator": "H100", "gpus": 16,
+         "gpus_per_node": 8, "labels": {"pool": "h100"}},
+        {"name": "a100", "address": "http://ray-a100:8265", "accelerator": "A100", "gpus": 8},
+    ]  # fmt: skip
+    path.write_text(yaml.safe_dump({"clusters": declared}))
+    first = cli("clusters", "apply", str(path))
+    assert first.exit_code == 0, first.output
+    assert first.stdout.split() == ["h100", "created", "a100", "created"]
+    assert cli("clusters", "apply", str(path)).stdout.split() == [
+        "h100", "unchanged", "a100", "unchanged"
+    ]  # fmt: skip
+    declared[1]["gpus"] = 16
+    path.write_text(yaml.safe_dump({"clusters": declared}))
+    assert cli("clusters", "apply", str(path)).stdout.split()[3] == "updated"
+    listed = json.loads(cli("clusters", "list", "--json").stdout)
+    assert {c["name"]: (c["accelerator"], c["gpus"]) for c in listed} == {
+        "a100": ("A100", 16),
+        "h100": ("H100", 16),
+    }
+    # A mistake anywhere in the file changes nothing, and names the entry.
+    declared[1]["colour"] = "red"
+    path.write_text(yaml.safe_dump({"clusters": [*declared, {"name": "new", "gpus": 1}]}))
+    bad = cli("clusters", "apply", str(path))
+    assert bad.exit_code == 2 and "clusters[1].colour" in bad.stderr
+    assert len(json.loads(cli("clusters", "list", "--json").stdout)) == 2
+    # The server's validation names the entry too.
+    path.write_text(yaml.safe_dump({"clusters": [{"name": "x", "address": "nowhere", "gpus": 1}]}))
+    refused = cli("clusters", "apply", str(path))
+    assert refused.exit_code == 2 and "clusters[0] (x)" in refused.stderr
+    assert "address" in refused.stderr
 
 
 def test_a_job_too_big_for_every_cluster_is_refused_with_exit_2(cli, spec_file):

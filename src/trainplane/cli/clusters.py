@@ -1,4 +1,4 @@
-"""``clusters add|list|remove`` and ``projects list|create|update``."""
+"""``clusters add|apply|list|remove`` and ``projects list|create|update``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
+from trainplane.cli.cluster_file import clusters_apply
 from trainplane.cli.common import EXIT_USAGE, State, call, fail
 
 clusters_app = typer.Typer(no_args_is_help=True, help="Ray clusters jobs run on.")
 projects_app = typer.Typer(no_args_is_help=True, help="Projects jobs belong to.")
+clusters_app.command("apply")(clusters_apply)
 
 
 @clusters_app.command("add")

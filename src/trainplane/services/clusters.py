@@ -79,6 +79,53 @@ def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster
     return cluster
 
 
+_AUDITED_FIELDS = ("address", "gpus", "price_per_gpu_hour")
+
+
+def apply_cluster(session: Session, caller: Caller, **fields: Any) -> tuple[Cluster, bool]:
+    """Register the cluster ``fields["name"]``, or bring it to ``fields``: the
+    idempotent form of registration that deployments run on every rollout.
+    Returns the cluster and whether it was created."""
+    caller.require_everywhere(Role.ADMIN, "registering a cluster")
+    now = utcnow()
+    try:
+        with session.begin():
+            cluster = session.scalar(
+                select(Cluster).where(Cluster.name == fields["name"]).with_for_update()
+            )
+            created = cluster is None
+            if cluster is None:
+                cluster = Cluster(id=new_id(), created_at=now, status="UNKNOWN")
+                session.add(cluster)
+                changed = dict(fields)
+            else:
+                changed = {k: v for k, v in fields.items() if getattr(cluster, k) != v}
+            if changed:
+                if "address" in changed:
+                    # Another address is another cluster as far as health goes.
+                    cluster.status, cluster.status_message, cluster.checked_at = "UNKNOWN", "", None
+                for key, value in changed.items():
+                    setattr(cluster, key, value)
+                cluster.updated_at = now
+                audit.record(
+                    session,
+                    caller.subject,
+                    "cluster.register" if created else "cluster.update",
+                    target=fields["name"],
+                    **{
+                        k: changed[k]
+                        for k in ("address", "gpus", "price_per_gpu_hour")
+                        if k in changed
+                    },
+                )
+    except IntegrityError:
+        # Two concurrent first registrations: the other one won; apply again.
+        return apply_cluster(session, caller, **fields)
+    if changed:
+        _forget_capacity(session)
+    return cluster, created
+
+
 def upsert_cluster(session: Session, **fields: Any) -> Cluster:
     """Register, or update in place (``trainplane up`` re-registers its local
     cluster at every start, at a new address)."""

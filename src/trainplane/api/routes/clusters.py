@@ -13,6 +13,7 @@ from trainplane.api.schemas import (
     ClusterView,
     json_response,
 )
+from trainplane.errors import InvalidInputError
 from trainplane.services import clusters as cluster_service
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=PROBLEM_RESPONSES)
@@ -22,6 +23,23 @@ router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=PROBLEM_R
 def register_cluster(body: ClusterCreate, session: SessionDep, caller: CallerDep) -> Response:
     cluster = cluster_service.register_cluster(session, caller, **body.model_dump())
     return json_response(ClusterOut.from_view(ClusterView(cluster, 0, 0)), 201)
+
+
+@router.put(
+    "/{name}",
+    response_model=ClusterOut,
+    responses={201: {"model": ClusterOut, "description": "Registered now."}},
+)
+def apply_cluster(
+    name: str, body: ClusterCreate, session: SessionDep, caller: CallerDep
+) -> Response:
+    """Register the cluster, or update it to this body: safe to repeat."""
+    if body.name != name:
+        raise InvalidInputError("name", f"'{body.name}' differs from the path's '{name}'")
+    cluster, created = cluster_service.apply_cluster(session, caller, **body.model_dump())
+    views = {v.cluster.id: v for v in cluster_service.list_clusters(session, caller)}
+    view = views.get(cluster.id, ClusterView(cluster, 0, 0))
+    return json_response(ClusterOut.from_view(view), 201 if created else 200)
 
 
 @router.get("", response_model=ClusterList)
