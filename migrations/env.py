@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging.config
 
 from alembic import context
+from sqlalchemy import text
 
 from trainplane.config import Settings
 from trainplane.db import models  # noqa: F401  (registers every table on the metadata)
 from trainplane.db.base import Base, UTCDateTime
 from trainplane.db.engine import make_engine
+from trainplane.db.locks import MIGRATION_LOCK_KEY
 
 config = context.config
 if config.config_file_name is not None:
@@ -34,6 +36,13 @@ def render_item(type_: str, obj: object, autogen_context: object) -> str | bool:
 def run_migrations() -> None:
     engine = make_engine(url, single_use=True)
     with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # Several replicas or a rollout's Job may upgrade at once: one
+            # migrates while the others wait, then find nothing left to do.
+            # The lock is the session's, so it outlives this commit and goes
+            # with the connection.
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=Base.metadata,

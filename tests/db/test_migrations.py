@@ -6,16 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from trainplane.db import migrate
 from trainplane.db.base import Base
 from trainplane.db.engine import make_engine
+from trainplane.db.locks import MIGRATION_LOCK_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {t.name for t in Base.metadata.sorted_tables}
@@ -91,3 +93,37 @@ def test_cli_db_upgrade_then_alembic_check_from_the_checkout(postgres_server, tm
     )
     assert check.returncode == 0, check.stderr
     assert "No new upgrade operations detected" in check.stdout + check.stderr
+
+
+def _upgrade_process(url: str, home: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "TRAINPLANE_DATABASE_URL": url, "TRAINPLANE_HOME": str(home)}
+    return subprocess.Popen(
+        [Path(sys.executable).parent / "trainplane", "db", "upgrade"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_upgrades_run_one_at_a_time_under_a_lock(postgres_server, tmp_path):
+    """A rollout may start several upgrades at once: while one holds the
+    migration lock the others wait, then find the schema at head."""
+    url = postgres_server.create_database("tp_locked")
+    holder = make_engine(url, single_use=True)
+    with holder.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        upgrades = [_upgrade_process(url, tmp_path / f"home-{i}") for i in range(2)]
+        time.sleep(4)
+        assert [p.poll() for p in upgrades] == [None, None], "they wait for the lock"
+        assert "alembic_version" not in _tables(url)
+        connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    holder.dispose()
+    outputs = [p.communicate(timeout=120)[0] for p in upgrades]
+    assert [p.returncode for p in upgrades] == [0, 0], outputs
+    engine = make_engine(url, single_use=True)
+    try:
+        assert migrate.current_revisions(engine) == migrate.head_revisions(url)
+        assert _tables(url) >= TABLES
+    finally:
+        engine.dispose()

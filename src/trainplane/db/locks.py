@@ -1,4 +1,4 @@
-"""Locks that serialise scheduler work across processes.
+"""Locks that serialise scheduler work (and migrations) across processes.
 
 On PostgreSQL, a transaction-scoped advisory lock: whoever holds it places jobs;
 others skip that pass. SQLite has no such lock, so trainplane runs one scheduler
@@ -16,8 +16,9 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-# An arbitrary constant naming the placement lock in pg_locks.
+# Arbitrary constants naming the placement and migration locks in pg_locks.
 PLACEMENT_LOCK_KEY = 7_316_502_114
+MIGRATION_LOCK_KEY = 7_316_502_115
 _process_lock = threading.Lock()
 
 
