@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
 from trainplane.storage import checkpoints as layout
-from trainplane.storage.backends import Storage, StorageError, open_storage
+from trainplane.storage.backends import S3Storage, Storage, StorageError, open_storage
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -142,3 +143,23 @@ def test_an_s3_failure_is_a_storage_error_naming_the_uri(s3_bucket: str) -> None
     missing = open_storage(f"s3://{s3_bucket}-gone/prefix")
     with pytest.raises(StorageError, match=f"s3://{s3_bucket}-gone/prefix"):
         layout.scan(missing)
+
+
+def test_a_large_file_goes_up_in_parts_each_checksummed(s3_bucket: str, tmp_path: Path) -> None:
+    part = 5 * 1024 * 1024  # the smallest part S3 takes
+    storage = S3Storage(f"s3://{s3_bucket}/big", multipart_threshold=part)
+    data = os.urandom(2 * part + 1024)
+    local = tmp_path / "weights.bin"
+    local.write_bytes(data)
+    storage.put_file(local, "step-00000010/weights.bin")
+    head = storage.client.head_object(
+        Bucket=s3_bucket, Key="big/step-00000010/weights.bin", ChecksumMode="ENABLED"
+    )
+    # A multipart object's ETag ends in its number of parts; S3 kept the
+    # SHA-256 it checked the parts against.
+    assert head["ETag"].strip('"').endswith("-3")
+    assert head["ChecksumSHA256"]
+    assert head["ContentLength"] == len(data)
+    copy = tmp_path / "copy"
+    storage.get_tree("step-00000010", copy)
+    assert (copy / "weights.bin").read_bytes() == data

@@ -35,6 +35,7 @@ from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_note, record_submission, set_status
+from trainplane.services.storage_access import check_checkpoint_storage
 from trainplane.services.usage import JobUsage, job_usage
 
 QUEUED_REASON = "waiting for the scheduler"
@@ -58,9 +59,13 @@ def submit_job(
     spec: TrainSpec | FinetuneSpec,
     *,
     idempotency_key: str | None = None,
+    default_storage: str | None = None,
 ) -> Submission:
-    # Before the transaction: reading a dataset may take a while.
+    """``default_storage``: where checkpoints go when the spec names no
+    checkpoint.storage (Settings.checkpoint_storage)."""
+    # Before the transaction: reading a dataset or probing S3 may take a while.
     inputs = check_job_inputs(spec)
+    check_checkpoint_storage(spec, default_storage)
     document = spec.model_dump(mode="json")
     # Replays are recognised by the spec as sent, before auto is resolved.
     fingerprint = spec_fingerprint(document)

@@ -38,6 +38,7 @@ from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.placement import load_queue
 from trainplane.services.quotas import project_quotas, project_shares
+from trainplane.services.storage_access import check_checkpoint_storage
 
 PLANNED = "planned"  # the would-be job's id in the placement code
 
@@ -73,9 +74,16 @@ class JobPlan:
     cost: CostForecast
 
 
-def plan_job(session: Session, caller: Caller, spec: TrainSpec | FinetuneSpec) -> JobPlan:
+def plan_job(
+    session: Session,
+    caller: Caller,
+    spec: TrainSpec | FinetuneSpec,
+    *,
+    default_storage: str | None = None,
+) -> JobPlan:
     """Raises what submitting the spec would raise (InvalidInputError, ...)."""
     inputs = check_job_inputs(spec)
+    check_checkpoint_storage(spec, default_storage)
     demand = placement.Demand(
         PLANNED,
         spec.resources.gpus,

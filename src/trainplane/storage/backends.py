@@ -106,13 +106,26 @@ def _walk(base: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
+# Files over this go up in parts, several at once, each with its own
+# checksum; a failed part is retried alone.
+MULTIPART_THRESHOLD_BYTES = 64 * 1024 * 1024
+MULTIPART_CONCURRENCY = 8
+
+
 class S3Storage:
-    def __init__(self, uri: str, client: Any | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        client: Any | None = None,
+        *,
+        multipart_threshold: int = MULTIPART_THRESHOLD_BYTES,
+    ) -> None:
         parsed = urlparse(uri)
         self.uri = uri.rstrip("/")
         self.bucket = parsed.netloc
         self.prefix = parsed.path.strip("/")
         self.client = client or s3_client()
+        self.multipart_threshold = multipart_threshold
 
     def _key(self, path: str) -> str:
         return "/".join(part for part in (self.prefix, path) if part)
@@ -168,7 +181,13 @@ class S3Storage:
     def put_file(self, local: Path, path: str) -> None:
         from boto3.s3.transfer import TransferConfig
 
-        config = TransferConfig(multipart_threshold=64 * 1024 * 1024, max_concurrency=8)
+        config = TransferConfig(
+            multipart_threshold=self.multipart_threshold,
+            multipart_chunksize=self.multipart_threshold,
+            max_concurrency=MULTIPART_CONCURRENCY,
+        )
+        # S3 computes SHA-256 over what it received and refuses the upload
+        # (or the part) when it differs from the checksum sent with it.
         self._call(
             self.client.upload_file,
             str(local),
@@ -201,12 +220,63 @@ class S3Storage:
     def delete(self, path: str) -> None:
         self._call(self.client.delete_object, Bucket=self.bucket, Key=self._key(path))
 
+    def check_writable(self) -> None:
+        """Write and remove a small object under the prefix: proves the bucket
+        exists and these credentials may write there. Raises StorageError
+        saying which of those failed."""
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-def s3_client() -> Any:
+        probe = self._key(f".trainplane-write-check-{os.urandom(6).hex()}")
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=probe, Body=b"", ChecksumAlgorithm="SHA256"
+            )
+            self.client.delete_object(Bucket=self.bucket, Key=probe)
+        except NoCredentialsError:
+            raise StorageError(f"{self.uri}: no S3 credentials were found") from None
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("NoSuchBucket", "404"):
+                raise StorageError(f"{self.uri}: bucket '{self.bucket}' does not exist") from None
+            if code in _REFUSED_CODES:
+                raise StorageError(
+                    f"{self.uri}: S3 refused to let these credentials write to bucket "
+                    f"'{self.bucket}' ({code})"
+                ) from None
+            raise StorageError(f"{self.uri}: {exc}") from None
+        except BotoCoreError as exc:
+            raise StorageError(f"{self.uri}: cannot reach S3: {exc}") from None
+
+
+# What S3 and compatible stores answer for bad or insufficient credentials.
+_REFUSED_CODES = frozenset(
+    {
+        "403",
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+    }
+)
+
+
+def s3_client(*, max_attempts: int = 10, timeout_seconds: float | None = None) -> Any:
+    """Adaptive retries for transfers; a check at submit time asks for few
+    attempts and short timeouts, so that a wrong endpoint fails in seconds."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", config=Config(retries={"max_attempts": 10, "mode": "adaptive"}))
+    timeouts = (
+        {"connect_timeout": timeout_seconds, "read_timeout": timeout_seconds}
+        if timeout_seconds
+        else {}
+    )
+    config = Config(retries={"max_attempts": max_attempts, "mode": "adaptive"}, **timeouts)
+    # A session of its own: boto3's default one keeps the first credentials
+    # it found for the life of the process.
+    return boto3.session.Session().client("s3", config=config)
 
 
 def open_storage(uri: str) -> Storage:

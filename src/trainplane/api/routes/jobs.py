@@ -51,7 +51,13 @@ def submit_job(
     settings: SettingsDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
-    submission = job_service.submit_job(session, caller, spec, idempotency_key=idempotency_key)
+    submission = job_service.submit_job(
+        session,
+        caller,
+        spec,
+        idempotency_key=idempotency_key,
+        default_storage=settings.resolved_checkpoint_storage,
+    )
     headers = {"Location": f"/v1/jobs/{submission.job.id}"}
     if not submission.created:
         headers["Idempotent-Replayed"] = "true"
@@ -95,11 +101,15 @@ def plan_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
     session: SessionDep,
     caller: CallerDep,
+    settings: SettingsDep,
 ) -> Response:
     """A dry run of submitting ``spec``: the same validation and checks of the
-    files it reads (422 when they fail), and where it would be placed now.
-    Creates nothing."""
-    return json_response(PlanOut.from_plan(plan_service.plan_job(session, caller, spec)))
+    files it reads and of its checkpoint storage (422 when they fail), and
+    where it would be placed now. Creates nothing."""
+    plan = plan_service.plan_job(
+        session, caller, spec, default_storage=settings.resolved_checkpoint_storage
+    )
+    return json_response(PlanOut.from_plan(plan))
 
 
 # Before /{job_id}, which would take "compare" for an id.
