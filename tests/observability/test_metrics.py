@@ -168,3 +168,18 @@ def test_a_scheduler_pass_records_its_steps_and_the_queue_wait(
         assert grew("trainplane_scheduler_pass_seconds_count", step=step) == 1, step
     assert grew("trainplane_queue_wait_seconds_count") == 1
     assert grew("trainplane_queue_wait_seconds_sum") == pytest.approx(waited, abs=10)
+
+
+def test_the_server_serves_exactly_what_the_grafana_dashboard_reads(api: TestClient) -> None:
+    from tests.deploy.test_grafana import METRICS
+
+    families = {
+        family.name: family for family in text_string_to_metric_families(api.get("/metrics").text)
+    }
+    assert families.keys() == METRICS.keys()
+    for name, labels in METRICS.items():
+        declared = {
+            key for sample in families[name].samples for key in sample.labels if key != "le"
+        }
+        # Label sets may be empty (nothing measured yet) but never other labels.
+        assert declared <= labels, (name, declared)

@@ -1,0 +1,1 @@
+"""Deployment artifacts: Dockerfiles, compose, kustomize, Grafana."""
