@@ -26,6 +26,7 @@ from tests.scheduler.conftest import register_local, wait_for
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
 from trainplane.net import free_port
+from trainplane.storage.backends import s3_client
 from trainplane.testing.processes import attempt_processes
 from trainplane.testing.server import ServerProcess
 
@@ -292,13 +293,15 @@ def test_sharded_checkpoints_on_s3_resume_exactly(
     service: Service, s3_endpoint: str, s3_bucket: str
 ) -> None:
     """FSDP2's per-rank shards go through staging folders and uploads; the
-    restarted workers download them and continue as if nothing happened."""
+    restarted workers download them and continue as if nothing happened. Ray
+    Train's run state and the exported model land in the same bucket."""
     expected = service.trained("fsdp")
     storage = f"s3://{s3_bucket}/ckpt"
     job_id = service.submit(
         "fsdp",
         sleep=0.1,
         checkpoint={"every_steps": 10, "keep_last": 2, "storage": storage},
+        register_model={"name": "mlp-on-s3"},
     )
     body = service.job(job_id)["spec"]
     assert body["checkpoint"]["storage"] == storage
@@ -309,6 +312,22 @@ def test_sharded_checkpoints_on_s3_resume_exactly(
     assert [c["uri"] for c in listed] == [
         f"{storage}/default/{job_id}/checkpoints/step-{step}" for step in (50, 40)
     ]
+    job_root = f"ckpt/default/{job_id}"
+    pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
+    keys = [
+        entry["Key"]
+        for page in pages
+        for entry in page.get("Contents", [])
+        # pyarrow marks the folders it creates with empty "folder/" objects.
+        if not entry["Key"].endswith("/")
+    ]
+    assert all(key.startswith(f"{job_root}/") for key in keys), keys
+    folders = {key.removeprefix(f"{job_root}/").split("/")[0] for key in keys}
+    assert folders == {"checkpoints", "model", "ray-train"}, folders
+    # Both attempts' Ray Train runs kept their state there.
+    runs = {key.split("/")[4] for key in keys if key.startswith(f"{job_root}/ray-train/")}
+    assert len(runs) == 2, runs
+    assert any(key.startswith(f"{job_root}/model/") for key in keys)
 
 
 # --- preemption ----------------------------------------------------------------------

@@ -28,6 +28,7 @@ from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
 from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.train_storage import ray_train_storage
 
 
 def worker_main(config: dict[str, Any]) -> None:
@@ -91,6 +92,10 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
     if on_gpu:
         per_worker["GPU"] = 1.0
     attempt = os.environ.get(tp_env.ATTEMPT_ID, "local")
+    storage_path, storage_filesystem = ray_train_storage(
+        os.environ.get(tp_env.CHECKPOINT_DIR)
+        or os.path.join(tempfile.gettempdir(), "trainplane-ray-train", "checkpoints")
+    )
     trainer = TorchTrainer(
         worker_main,
         train_loop_config={"spec": spec, "on_gpu": on_gpu},
@@ -104,7 +109,8 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
             name=f"trainplane-{attempt}",
             # Ray Train keeps only its own run state here; checkpoints go to
             # the job's storage through trainplane.
-            storage_path=os.path.join(tempfile.gettempdir(), "trainplane-ray-train"),
+            storage_path=storage_path,
+            storage_filesystem=storage_filesystem,
             failure_config=FailureConfig(max_failures=restarts_left),
         ),
     )
