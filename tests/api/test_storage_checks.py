@@ -112,7 +112,13 @@ def test_a_writable_bucket_is_accepted_and_the_check_leaves_nothing(
     storage = f"s3://{s3.bucket}/accepted"
     assert api.post("/v1/jobs/plan", json=_spec(storage)).status_code == 200
     assert api.post("/v1/jobs", json=_spec(storage)).status_code == 201
-    client = boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=s3.key_id,
+        aws_secret_access_key=s3.secret,
+    )
     assert client.list_objects_v2(Bucket=s3.bucket).get("KeyCount") == 0
 
 
