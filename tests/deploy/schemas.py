@@ -5,7 +5,7 @@ and read from ``.cache/`` by the tests, which never touch the network.
 - The Compose Specification's JSON schema, as Docker shipped it in the
   docker-compose 1.29.2 wheel on PyPI (``compose/config/compose_spec.json``).
   It predates a few later spec additions (top-level ``name``, ``configs.content``),
-  so docker/compose.yaml keeps to what it describes.
+  so docker-compose.yml and docker/compose.cpu.yaml keep to what it describes.
 - The Kubernetes schemas come with the ``kubernetes-validate`` package itself.
 - No registry (PyPI, npm, Debian) carries KubeRay's CRD schema, so RayClusters
   are checked against ``kuberay_schema.py``, written from KubeRay's API

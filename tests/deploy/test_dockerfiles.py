@@ -1,6 +1,6 @@
-"""docker/*.Dockerfile: hadolint finds nothing, and the images are what the
-deployment relies on (pinned bases, non-root users, torch only from the
-PyTorch base, the same versions everywhere)."""
+"""docker/*.Dockerfile and docker/*/Dockerfile: hadolint finds nothing, and
+the images are what the deployment relies on (pinned bases, non-root users,
+torch only from the PyTorch base, the same versions everywhere)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,14 @@ from tests.deploy.conftest import DOCKER, ROOT, venv_tool
 
 CONTROL_PLANE = DOCKER / "control-plane.Dockerfile"
 WORKER = DOCKER / "worker.Dockerfile"
+MLFLOW = DOCKER / "mlflow" / "Dockerfile"
+# Every image's recipe: the two built from the checkout's root, and those whose
+# build context is their own folder.
+DOCKERFILES = sorted((*DOCKER.glob("*.Dockerfile"), *DOCKER.glob("*/Dockerfile")))
 CONSTRAINTS = DOCKER / "constraints.txt"
-EXACT_TAG = re.compile(r"^[\w./-]+:\d+(\.\d+)+[\w.-]*$")
+# MLflow tags its releases with a leading v.
+EXACT_TAG = re.compile(r"^[\w./-]+:v?\d+(\.\d+)+[\w.-]*$")
+EXACT_PIN = re.compile(r"^([\w.-]+)==(\d+(\.\d+)+)$")
 
 
 def instructions(path: Path) -> list[tuple[str, str]]:
@@ -64,11 +70,10 @@ def pins() -> dict[str, str]:
 
 
 def test_hadolint_finds_nothing():
-    dockerfiles = sorted(DOCKER.glob("*.Dockerfile"))
-    assert {CONTROL_PLANE, WORKER} <= set(dockerfiles)
+    assert {CONTROL_PLANE, WORKER, MLFLOW} <= set(DOCKERFILES)
     result = subprocess.run(
         [venv_tool("hadolint"), "--config", str(ROOT / ".hadolint.yaml"), "--no-color"]
-        + [str(p) for p in dockerfiles],
+        + [str(p) for p in DOCKERFILES],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -77,15 +82,19 @@ def test_hadolint_finds_nothing():
 
 
 def test_base_images_are_exact_versions_and_final_stages_run_as_non_root():
-    for path in (CONTROL_PLANE, WORKER):
+    for path in DOCKERFILES:
+        where = path.relative_to(ROOT)
         built = stages(path)
-        assert len(built) >= 2, f"{path.name}: expected a build stage and a final stage"
+        if path in (CONTROL_PLANE, WORKER):
+            assert len(built) >= 2, f"{where}: expected a build stage and a final stage"
         for stage in built:
             image = stage[0][1].split()[0]
-            assert EXACT_TAG.match(image) and "latest" not in image, f"{path.name}: FROM {image}"
+            assert EXACT_TAG.match(image) and "latest" not in image, f"{where}: FROM {image}"
         users = [args for keyword, args in built[-1] if keyword == "USER"]
-        assert users, f"{path.name}: the final stage sets no USER"
-        assert users[-1].split(":")[0] not in ("root", "0"), f"{path.name}: runs as {users[-1]}"
+        assert users, f"{where}: the final stage sets no USER"
+        # Numeric, so that Kubernetes' runAsNonRoot can verify it.
+        assert re.fullmatch(r"\d+(:\d+)?", users[-1]), f"{where}: USER {users[-1]}"
+        assert users[-1].split(":")[0] != "0", f"{where}: runs as {users[-1]}"
 
 
 def test_control_plane_image():
@@ -151,3 +160,25 @@ def test_constraints_pin_every_declared_dependency():
         assert requirement.specifier.contains(pinned[name], prereleases=True), (
             f"docker/constraints.txt pins {name}=={pinned[name]}, outside {requirement}"
         )
+
+
+def test_mlflow_image():
+    (final,) = stages(MLFLOW)
+    pinned = pins()
+    # The MLflow the control plane's client is tested against.
+    assert final[0][1] == f"ghcr.io/mlflow/mlflow:v{pinned['mlflow']}"
+    installs = [a for k, a in final if k == "RUN" and "pip install" in a]
+    (install,) = installs
+    command = install.split("&&")[0].split()
+    assert command[:3] == ["pip", "install", "--no-cache-dir"]
+    packages = {}
+    for argument in command[3:]:
+        match = EXACT_PIN.match(argument)
+        assert match, f"not an exact pin: {argument}"
+        packages[canonicalize_name(match[1])] = match[2]
+    assert packages.keys() == {"mlflow", "psycopg2-binary", "boto3"}
+    assert packages["mlflow"] == pinned["mlflow"], "pip must keep the base image's MLflow"
+    assert packages["boto3"] == pinned["boto3"], "the boto3 the control plane ships"
+    keywords = dict(final)
+    assert "/health" in keywords["HEALTHCHECK"]
+    assert '"--port", "5000"' in keywords["CMD"] and "5000/health" in keywords["HEALTHCHECK"]

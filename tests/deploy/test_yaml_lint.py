@@ -1,5 +1,5 @@
-"""yamllint, strict, over every YAML file under docker/ and deploy/, with the
-committed .yamllint.yaml."""
+"""yamllint, strict, over docker-compose.yml and every YAML file under docker/
+and deploy/, with the committed .yamllint.yaml."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from tests.deploy.conftest import DEPLOY, DOCKER, ROOT, venv_tool
 
 def test_yamllint_finds_nothing():
     files = sorted(p for d in (DOCKER, DEPLOY) for p in (*d.rglob("*.yaml"), *d.rglob("*.yml")))
+    files.append(ROOT / "docker-compose.yml")
     assert len(files) >= 10, files
     result = subprocess.run(
         [venv_tool("yamllint"), "--strict", "--config-file", str(ROOT / ".yamllint.yaml")]
