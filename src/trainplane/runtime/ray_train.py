@@ -86,6 +86,11 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
     # preemption handling (the scheduler), so no watcher actor is needed.
     os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")
     os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
+    # Ray Train would move each worker into a folder of its own, racing the
+    # rank process it starts: the ranks run in the job's working_dir, as they
+    # do everywhere else (relative paths, and the export's test of which
+    # modules are the job's own code, depend on it).
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
     ray.init(logging_level=logging.WARNING)
     resources = spec["resources"]
     per_worker = {"CPU": float(resources.get("cpus_per_worker", 1)) if on_gpu else 1.0}
