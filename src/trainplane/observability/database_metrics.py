@@ -18,12 +18,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Cluster, Job, JobAttempt, Project
-from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
+from trainplane.db.models import Cluster, Job, Project
+from trainplane.jobs.states import JobStatus
+from trainplane.services.clusters import READY, live_usage
 
 log = logging.getLogger(__name__)
-
-READY = "READY"
 
 
 class DatabaseCollector(Collector):
@@ -76,14 +75,7 @@ def job_metrics(session: Session, now: datetime) -> Iterator[Metric]:
 
 
 def cluster_metrics(session: Session) -> Iterator[Metric]:
-    in_use = dict(
-        session.execute(
-            select(JobAttempt.cluster_id, func.sum(Job.gpus))
-            .join(Job, Job.id == JobAttempt.job_id)
-            .where(JobAttempt.status.in_([s.value for s in LIVE_ATTEMPT_STATUSES]))
-            .group_by(JobAttempt.cluster_id)
-        ).all()
-    )
+    usage = live_usage(session)
     labels = ("cluster",)
     used = GaugeMetricFamily(
         "trainplane_gpus_in_use", "GPUs held by live attempts, by cluster.", labels=labels
@@ -97,7 +89,7 @@ def cluster_metrics(session: Session) -> Iterator[Metric]:
     for cluster in session.execute(
         select(Cluster.id, Cluster.name, Cluster.gpus, Cluster.status).order_by(Cluster.name)
     ):
-        used.add_metric((cluster.name,), int(in_use.get(cluster.id) or 0))
+        used.add_metric((cluster.name,), usage.get(cluster.id, (0, 0))[0])
         total.add_metric((cluster.name,), cluster.gpus)
         up.add_metric((cluster.name,), 1 if cluster.status == READY else 0)
     yield from (used, total, up)

@@ -144,21 +144,24 @@ def upsert_cluster(session: Session, **fields: Any) -> Cluster:
     return cluster
 
 
+def live_usage(session: Session) -> dict[str | None, tuple[int, int]]:
+    """(GPUs held, live attempts) per cluster id. Call inside a unit of work."""
+    rows = session.execute(
+        select(
+            JobAttempt.cluster_id,
+            func.sum(Job.gpus).label("gpus"),
+            func.count().label("attempts"),
+        )
+        .join(Job, Job.id == JobAttempt.job_id)
+        .where(JobAttempt.status.in_(_LIVE))
+        .group_by(JobAttempt.cluster_id)
+    )
+    return {row.cluster_id: (int(row.gpus or 0), int(row.attempts)) for row in rows}
+
+
 def list_clusters(session: Session, caller: Caller) -> list[ClusterView]:
     with read_only(session):
-        usage = {
-            row.cluster_id: (row.gpus, row.attempts)
-            for row in session.execute(
-                select(
-                    JobAttempt.cluster_id,
-                    func.sum(Job.gpus).label("gpus"),
-                    func.count().label("attempts"),
-                )
-                .join(Job, Job.id == JobAttempt.job_id)
-                .where(JobAttempt.status.in_(_LIVE))
-                .group_by(JobAttempt.cluster_id)
-            )
-        }
+        usage = live_usage(session)
         clusters = list(session.scalars(select(Cluster).order_by(Cluster.name)))
         demand = queued_demand(session)
     views = []
