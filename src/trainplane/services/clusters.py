@@ -172,8 +172,8 @@ def list_clusters(session: Session, caller: Caller) -> list[ClusterView]:
         views.append(
             ClusterView(
                 c,
-                int(gpus or 0),
-                int(attempts),
+                gpus,
+                attempts,
                 queued_jobs=sum(n for _, n in fitting),
                 queued_gpus=sum(d.gpus * n for d, n in fitting),
             )
