@@ -7,12 +7,12 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane import __version__
-from trainplane.api import problems
+from trainplane.api import nul_text, problems
 from trainplane.api.routes import (
     checkpoints,
     clusters,
@@ -114,6 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Multi-GPU training and fine-tune jobs on Ray clusters.",
         lifespan=lifespan,
+        dependencies=[Depends(nul_text.refuse_nul_text)],
     )
     app.state.settings = settings
     app.state.engine = engine

@@ -1,7 +1,8 @@
 """The one map from exceptions to HTTP responses (RFC 9457 problem+json).
 
 Service errors map by class; request validation errors become 422 with every
-offending field named by its dotted path (``resources.gpus``); a database that
+offending field named by its dotted path (``resources.gpus``), and so does a
+body that cannot be decoded at all (not UTF-8, nested too deep); a database that
 cannot be reached is 503 with Retry-After; anything else is a 500 that logs the
 traceback and shows none of it.
 """
@@ -130,6 +131,19 @@ def _describe(error: dict[str, Any]) -> FieldError:
     return FieldError(field=field, message=message, type=kind)
 
 
+def unparsable_body(cause: BaseException) -> JSONResponse:
+    """A 422 naming the body, for one that ``cause`` kept from being decoded."""
+    if isinstance(cause, UnicodeDecodeError):
+        message = "the body is not UTF-8 text"
+    else:
+        message = f"the body could not be parsed as JSON ({type(cause).__name__})"
+    return problem(
+        422,
+        f"body: {message}",
+        errors=[FieldError(field="body", message=message, type="json_invalid")],
+    )
+
+
 def validation_problem(errors: list[dict[str, Any]]) -> JSONResponse:
     described = [_describe(e) for e in errors]
     detail = "; ".join(f"{e.field}: {e.message}" for e in described[:5])
@@ -161,6 +175,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.__cause__ is not None:
+            # FastAPI's answer to a JSON body it could not decode at all (not
+            # UTF-8, nested too deep): bad input like malformed JSON, so 422.
+            return unparsable_body(exc.__cause__)
         return problem(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(OperationalError)
@@ -190,9 +208,19 @@ def problem_response(description: str) -> dict[str, Any]:
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: problem_response(title)
     for code, title in (
+        # Every route of the routers that use these needs a token once the
+        # installation has one, and checks the caller's role.
+        (401, "Missing, unknown, expired or revoked token"),
+        (403, "The token's role does not allow this"),
         (404, "Not found"),
         (409, "Conflict"),
         (422, "Invalid request"),
         (503, "Database unavailable"),
     )
+}
+
+# For routes that take a body: BodySizeLimit (app.py) refuses one over its
+# limit before any route sees it, so no route can declare it on its own.
+BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: problem_response("Request body over the size limit")
 }

@@ -39,13 +39,20 @@ class ProjectUpdate(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
     max_gpus: int | None = Field(default=None, ge=1, le=1_000_000)
     gpu_hours_per_month: float | None = Field(default=None, gt=0, le=1e9)
-    weight: float | None = Field(
-        default=None, gt=0, le=1000, description="Fair-share weight (default 1)."
+    # A number, never null (below): unset (the None default, never
+    # validated), it is left as it is. The default stays out of the
+    # document, where it would offer null.
+    weight: float = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="Fair-share weight (default 1).",
+        json_schema_extra=lambda schema: schema.pop("default"),
     )
 
-    @field_validator("weight")
+    @field_validator("weight", mode="before")
     @classmethod
-    def _weight_not_null(cls, value: float | None) -> float | None:
+    def _weight_not_null(cls, value: Any) -> Any:
         # Runs only when the field is sent: null would mean "no weight".
         if value is None:
             raise ValueError("cannot be null; 1 is the default")

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import yaml
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane.api import problems
@@ -62,11 +63,17 @@ class YamlBodies:
             await self.app(scope, receive, send)
             return
         chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        try:
+            while True:
+                message = await receive()
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        except HTTPException as exc:
+            # The size limit refuses a chunked body as it streams in. Raised
+            # here, outside the routes, no exception handler would see it.
+            await problems.problem(exc.status_code, str(exc.detail))(scope, receive, send)
+            return
         try:
             document = parse(b"".join(chunks).decode("utf-8"))
         except UnicodeDecodeError:

@@ -8,11 +8,13 @@ them, and the stored spec of a job is ``spec.model_dump(mode="json")``.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import IntEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -106,28 +108,64 @@ def _location(value: str) -> str:
     return value
 
 
+# A job's limits are stored as 32-bit seconds (jobs.max_runtime_seconds): a
+# year is past any sensible limit and well inside what that column holds.
+MAX_DURATION_SECONDS = 366 * 86_400
+
+
 def _duration(value: Any) -> Any:
     """``24h`` style strings, or a bare number of seconds; normalised to ``1d2h``."""
     if isinstance(value, bool):
         return value  # let the str type reject it
     if isinstance(value, int) and value > 0:
-        return format_duration(value)
-    if isinstance(value, str):
+        seconds = value
+    elif isinstance(value, str):
         try:
-            return format_duration(parse_duration(value))
+            seconds = parse_duration(value)
         except ValueError as exc:
             raise PydanticCustomError("duration", str(exc)) from None
+    else:
+        return value
+    if seconds > MAX_DURATION_SECONDS:
+        raise PydanticCustomError(
+            "duration",
+            "must be at most {limit} ({seconds} seconds given)",
+            {"limit": format_duration(MAX_DURATION_SECONDS), "seconds": seconds},
+        )
+    return format_duration(seconds)
+
+
+def _finite_numbers(value: dict[str, Any]) -> dict[str, Any]:
+    """Refuses NaN and infinities anywhere in a free-form object: JSON cannot
+    spell them, so the stored spec could not hold them as given. Iterative,
+    so that an object nested as deep as JSON parsing allows cannot exhaust
+    the stack."""
+    pending: list[Any] = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise PydanticCustomError(
+                "finite_number",
+                "{number} cannot be stored: numbers must be finite",
+                {"number": item},
+            )
+        if isinstance(item, dict):
+            pending += item.values()
+        elif isinstance(item, list):
+            pending += item
     return value
 
 
 StorageUri = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 Duration = Annotated[str, BeforeValidator(_duration)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_finite_numbers)]
 
 
 class Strict(BaseModel):
     """Base for every spec model: unknown fields are errors, not silently dropped."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    # Numbers must be finite: a stored spec is JSON, which has no NaN or infinity.
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, allow_inf_nan=False)
 
 
 # --- sections -------------------------------------------------------------------
@@ -139,7 +177,7 @@ class Entrypoint(Strict):
     )
     script: NonEmptyStr | None = Field(default=None, description="Python script run per worker.")
     command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: JsonObject = Field(default_factory=dict)
     working_dir: NonEmptyStr = "."
     env: dict[str, str] = Field(default_factory=dict)
     pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
@@ -219,7 +257,7 @@ class DeepSpeedOptions(Strict):
     stage: int = Field(default=2, ge=1, le=3, description="ZeRO stage 1, 2 or 3.")
     offload_optimizer: OffloadDevice = "none"
     offload_param: OffloadDevice = "none"
-    config: dict[str, Any] = Field(
+    config: JsonObject = Field(
         default_factory=dict, description="Merged over the generated DeepSpeed config."
     )
 

@@ -11,6 +11,8 @@ from trainplane.errors import InvalidInputError
 
 MAX_PAGE_SIZE = 200
 DEFAULT_PAGE_SIZE = 50
+# Event ids are 64-bit (BIGINT): an `after` past the largest one is no id at all.
+MAX_EVENT_ID = 2**63 - 1
 
 
 def encode_cursor(created_at: datetime, row_id: str) -> str:
@@ -23,7 +25,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         padded = cursor + "=" * (-len(cursor) % 4)
         created_at, row_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
         moment = datetime.fromisoformat(created_at)
-        if moment.tzinfo is None or not isinstance(row_id, str):
+        # NUL: PostgreSQL cannot compare text holding it; no id does.
+        if moment.tzinfo is None or not isinstance(row_id, str) or "\x00" in row_id:
             raise ValueError
         return moment, row_id
     except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError):

@@ -104,8 +104,8 @@ class UsageReport:
 def window(
     since: datetime | None, until: datetime | None, now: datetime
 ) -> tuple[datetime, datetime]:
-    until = _aware(until) if until else now
-    since = _aware(since) if since else until - DEFAULT_WINDOW
+    until = _in_range("until", until) if until else now
+    since = _in_range("since", since) if since else until - DEFAULT_WINDOW
     if since >= until:
         raise InvalidInputError("since", "since must be before until")
     if until - since > MAX_WINDOW:
@@ -115,6 +115,25 @@ def window(
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# What the window arithmetic (a default 30-day span, whole UTC days) and the
+# databases' timestamps can hold without overflowing.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(field: str, moment: datetime) -> datetime:
+    aware = _aware(moment)
+    try:
+        inside = EARLIEST <= aware.astimezone(UTC) <= LATEST
+    except OverflowError:  # year 1 or 9999, pushed past the calendar by its offset
+        inside = False
+    if not inside:
+        raise InvalidInputError(
+            field, f"must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)"
+        )
+    return aware
 
 
 DAY = 86400.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from trainplane.api.deps import CallerDep, SessionDep
-from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import (
     ClusterCreate,
     ClusterList,
@@ -19,7 +19,7 @@ from trainplane.services import clusters as cluster_service
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=PROBLEM_RESPONSES)
 
 
-@router.post("", status_code=201, response_model=ClusterOut)
+@router.post("", status_code=201, response_model=ClusterOut, responses=BODY_RESPONSES)
 def register_cluster(body: ClusterCreate, session: SessionDep, caller: CallerDep) -> Response:
     cluster = cluster_service.register_cluster(session, caller, **body.model_dump())
     return json_response(ClusterOut.from_view(ClusterView(cluster, 0, 0)), 201)
@@ -28,7 +28,7 @@ def register_cluster(body: ClusterCreate, session: SessionDep, caller: CallerDep
 @router.put(
     "/{name}",
     response_model=ClusterOut,
-    responses={201: {"model": ClusterOut, "description": "Registered now."}},
+    responses={201: {"model": ClusterOut, "description": "Registered now."}, **BODY_RESPONSES},
 )
 def apply_cluster(
     name: str, body: ClusterCreate, session: SessionDep, caller: CallerDep

@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
 from trainplane.api.plan_schemas import PlanOut
-from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import (
     EventList,
     EventOut,
@@ -26,7 +26,7 @@ from trainplane.services import compare as compare_service
 from trainplane.services import jobs as job_service
 from trainplane.services import logs as log_service
 from trainplane.services import plans as plan_service
-from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from trainplane.services.pagination import DEFAULT_PAGE_SIZE, MAX_EVENT_ID, MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)
 
@@ -43,7 +43,13 @@ IdempotencyKey = Annotated[
 ]
 
 
-@router.post("", status_code=201, response_model=JobOut, openapi_extra=YAML_REQUEST_BODY)
+@router.post(
+    "",
+    status_code=201,
+    response_model=JobOut,
+    responses=BODY_RESPONSES,
+    openapi_extra=YAML_REQUEST_BODY,
+)
 def submit_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as in DESIGN.md.")],
     session: SessionDep,
@@ -96,7 +102,9 @@ def list_jobs(
     )
 
 
-@router.post("/plan", response_model=PlanOut, openapi_extra=YAML_REQUEST_BODY)
+@router.post(
+    "/plan", response_model=PlanOut, responses=BODY_RESPONSES, openapi_extra=YAML_REQUEST_BODY
+)
 def plan_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
     session: SessionDep,
@@ -151,7 +159,9 @@ def list_events(
     session: SessionDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-    after: Annotated[int | None, Query(ge=0, description="Event id to continue after.")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_EVENT_ID, description="Event id to continue after.")
+    ] = None,
 ) -> Response:
     events = job_service.list_events(session, caller, job_id, limit=limit, after=after)
     next_after = events[-1].id if len(events) == limit else None

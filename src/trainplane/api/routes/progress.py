@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
-from trainplane.api.problems import PROBLEM_RESPONSES, problem_response
+from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
 from trainplane.api.schemas import MetricsOut, ProgressAckOut, json_response
 from trainplane.jobs.progress import ProgressReport
 from trainplane.services import progress as progress_service
@@ -22,7 +22,7 @@ MAX_METRICS_PAGE = 10_000
 @router.post(
     "/{job_id}/attempts/{attempt_id}/progress",
     response_model=ProgressAckOut,
-    responses={401: problem_response("Missing or wrong attempt token")},
+    responses={401: problem_response("Missing or wrong attempt token"), **BODY_RESPONSES},
 )
 def report_progress(
     job_id: str,

@@ -5,14 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from trainplane.api.deps import CallerDep, SessionDep
-from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import ProjectCreate, ProjectList, ProjectOut, ProjectUpdate
 from trainplane.services import projects as project_service
 
 router = APIRouter(prefix="/v1/projects", tags=["projects"], responses=PROBLEM_RESPONSES)
 
 
-@router.post("", status_code=201, response_model=ProjectOut)
+@router.post("", status_code=201, response_model=ProjectOut, responses=BODY_RESPONSES)
 def create_project(body: ProjectCreate, session: SessionDep, caller: CallerDep) -> ProjectOut:
     project = project_service.create_project(
         session, caller, name=body.name, description=body.description
@@ -27,7 +27,7 @@ def list_projects(session: SessionDep, caller: CallerDep) -> ProjectList:
     )
 
 
-@router.patch("/{name}", response_model=ProjectOut)
+@router.patch("/{name}", response_model=ProjectOut, responses=BODY_RESPONSES)
 def update_project(
     name: str, body: ProjectUpdate, session: SessionDep, caller: CallerDep
 ) -> ProjectOut:

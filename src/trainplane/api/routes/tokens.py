@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from trainplane.api.deps import CallerDep, SessionDep
-from trainplane.api.problems import PROBLEM_RESPONSES
+from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import json_response
 from trainplane.api.token_schemas import (
     AuditEventOut,
@@ -22,6 +22,7 @@ from trainplane.db.base import utcnow
 from trainplane.services import audit as audit_service
 from trainplane.services import tokens as token_service
 from trainplane.services.access import Role
+from trainplane.services.pagination import MAX_EVENT_ID
 
 router = APIRouter(tags=["tokens"], responses=PROBLEM_RESPONSES)
 
@@ -32,7 +33,7 @@ def whoami(session: SessionDep, caller: CallerDep) -> Response:
     return json_response(WhoAmI.of(caller, token_service.project_names(session, caller)))
 
 
-@router.post("/v1/tokens", status_code=201, response_model=TokenCreated)
+@router.post("/v1/tokens", status_code=201, response_model=TokenCreated, responses=BODY_RESPONSES)
 def create_token(body: TokenCreate, session: SessionDep, caller: CallerDep) -> Response:
     """A token with one role in one project (or every project). The response
     carries the secret, once; only its hash is kept."""
@@ -67,7 +68,9 @@ def list_audit_events(
     session: SessionDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-    after: Annotated[int | None, Query(ge=0, description="Event id to continue after.")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_EVENT_ID, description="Event id to continue after.")
+    ] = None,
 ) -> Response:
     """Tokens, projects and clusters created, changed and removed, oldest
     first: your projects' events, or all of them for installation admins."""
