@@ -1,12 +1,15 @@
 """Benchmarks keep working: the GPU check where no GPU (and no Ray) is, in its
 CPU smoke mode with a tiny model; the dashboard page timings on a small
-database (every page must answer 200; the times are the benchmark's to judge)."""
+database (every page must answer 200; the times are the benchmark's to judge);
+the load test with a few clients for a few seconds, without a single error."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,3 +69,37 @@ def test_trace_replay_prints_its_table_for_a_small_trace(tmp_path: Path) -> None
     ours, fifo, _ = (float(cell) for cell in table["mean JCT (h)"])
     assert ours < fifo  # backfill lets the small jobs past the blocked gangs
     assert "target" in run.stdout.splitlines()[-1]
+
+
+def benchmark_module(script: str) -> ModuleType:
+    """``benchmarks/<script>`` imported (it runs nothing on import), for its constants."""
+    name = f"benchmarks_{Path(script).stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_load_benchmark_runs_every_operation_without_errors() -> None:
+    run = run_benchmark(
+        "load.py",
+        *("--clients", "20", "--seconds", "5", "--baseline-seconds", "2", "--history", "100"),
+    )
+    # The load's table comes after the baseline's: the last row of an operation wins.
+    counts = {
+        cells[1].strip(): (int(cells[2]), int(cells[3]))
+        for line in run.stdout.splitlines()
+        if line.startswith("| ")
+        and len(cells := line.split("|")) == 10
+        and cells[2].strip().isdigit()
+    }
+    assert set(counts) == set(benchmark_module("load.py").OPERATIONS)
+    for operation, (count, errors) in counts.items():
+        assert count > 0, operation
+        assert errors == 0, operation
+    assert "p99 ratio" in run.stdout
+    assert run.stdout.rstrip().endswith("errors: 0")
