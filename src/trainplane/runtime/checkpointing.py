@@ -10,6 +10,8 @@ from and is removed by the next save or resume.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import shutil
 import tempfile
 import time
@@ -27,6 +29,8 @@ from trainplane.storage import files
 from trainplane.storage.backends import LocalStorage, Storage, StorageError, open_storage
 
 RNG_FILE = "trainer/rng-rank-{rank}.pt"
+# Under this much free space, a failed local save is put down to a full disk.
+LOW_SPACE_BYTES = 1024 * 1024
 STATE_FILE = "trainer/state.pt"
 
 
@@ -130,7 +134,7 @@ class Checkpointer:
                 write_files(staging)
                 entries = files.publish(self.storage, staging, name)
         except Exception as exc:
-            error = f"rank {self.rank}: {type(exc).__name__}: {exc}"
+            error = f"rank {self.rank}: {self._explain(exc)}"
         gathered = gather((entries, error))
         errors = [err for _, err in gathered if err]
         if errors:
@@ -158,6 +162,20 @@ class Checkpointer:
         barrier()
         self.last_save_time = time.monotonic()
         return f"{self.storage.uri}/{name}"
+
+    def _explain(self, exc: Exception) -> str:
+        """What went wrong with a save, in words a user acts on. A full disk
+        often surfaces as a library's own error (torch.save reports a short
+        write as "unexpected pos"): it is named as such."""
+        described = f"{type(exc).__name__}: {exc}"
+        if isinstance(self.storage, LocalStorage):
+            with contextlib.suppress(OSError):
+                free = shutil.disk_usage(self.storage.root).free
+                full = isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+                if full or free < LOW_SPACE_BYTES:
+                    where = self.storage.root
+                    return f"No space left on device at {where} ({free} bytes free; {described})"
+        return described
 
     def _apply_retention(self, newest: int) -> None:
         assert self.storage is not None

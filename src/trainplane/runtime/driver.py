@@ -23,6 +23,7 @@ from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
 from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
+from trainplane.runtime.ray_train import failure_cause
 
 # The driver's own failures, distinct from a user command's exit code.
 EXIT_BAD_SPEC = 64
@@ -127,7 +128,11 @@ def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:
         return _stopped_for_preemption()
     except Exception as exc:
         traceback.print_exc()
-        print(f"trainplane: training failed: {type(exc).__name__}: {exc}", flush=True)
+        if workers > 1:
+            # Ray Train's own output about the failure trails in a moment
+            # later; the job's reason is taken from this line, so it goes last.
+            time.sleep(LOG_GRACE_SECONDS)
+        print(f"{tp_env.TRAINING_FAILED}{failure_cause(exc)}", flush=True)
         return EXIT_TRAINING_FAILED
     if workers > 1 and checkpointed_for_preemption(
         os.environ.get(tp_env.CHECKPOINT_DIR), os.environ.get(tp_env.ATTEMPT_ID)

@@ -19,6 +19,13 @@ METRICS_FILE = "TRAINPLANE_METRICS_FILE"
 # Set by the driver on each worker process.
 DIST_BACKEND = "TRAINPLANE_DIST_BACKEND"  # gloo on CPU clusters, nccl on GPUs
 DEVICE = "TRAINPLANE_DEVICE"  # cpu or cuda
+# Where a rank process that fails writes one line saying why, for the Ray
+# Train worker supervising it to raise with (the job's reason shows it).
+ERROR_FILE = "TRAINPLANE_ERROR_FILE"
+
+# The driver's last line when training fails, followed by the cause; the
+# control plane makes it the failed job's reason.
+TRAINING_FAILED = "trainplane: training failed: "
 
 
 def torchrun_env(

@@ -75,10 +75,24 @@ def main(argv: list[str]) -> int:
         run_local(spec)
     except Preempted:
         return EXIT_PREEMPTED
-    except Exception:
+    except Exception as exc:
         traceback.print_exc()
+        _write_error_file(exc)
         return 1
     return 0
+
+
+def _write_error_file(exc: BaseException) -> None:
+    path = os.environ.get(tp_env.ERROR_FILE)
+    if path:
+        with open(path, "w") as handle:
+            handle.write(describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """One line saying why: the exception's type and the first line of its message."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def _yaml(text: str) -> dict[str, Any]:

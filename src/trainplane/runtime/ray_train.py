@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ def worker_main(config: dict[str, Any]) -> None:
         [ray.util.get_node_ip_address(), free_port("")] if rank == 0 else [None, None]
     )
     dist.broadcast_object_list(rendezvous, src=0)
+    error_file = os.path.join(tempfile.mkdtemp(prefix="trainplane-rank-"), "error")
     env = {
         **os.environ,
         **tp_env.torchrun_env(
@@ -58,6 +60,7 @@ def worker_main(config: dict[str, Any]) -> None:
         ),
         tp_env.SPEC: json.dumps(config["spec"]),
         tp_env.DEVICE: "cuda" if config["on_gpu"] else "cpu",
+        tp_env.ERROR_FILE: error_file,
         "PYTHONUNBUFFERED": "1",
     }
     process = subprocess.Popen(
@@ -72,7 +75,36 @@ def worker_main(config: dict[str, Any]) -> None:
     # A preempted rank returns like a finished one: raising would make Ray
     # Train restart the group. The driver learns of it from the checkpoint.
     if code not in (0, EXIT_PREEMPTED):
-        raise RuntimeError(f"rank {rank} exited with code {code}")
+        cause = _read_and_remove(error_file)
+        raise RankFailed(f"rank {rank} failed: {cause or f'exit code {code}'}")
+
+
+class RankFailed(RuntimeError):
+    """A rank process failed. The message carries the rank's own one-line
+    account when it lived to write one (a Python exception), else its exit code."""
+
+
+def _read_and_remove(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None
+    finally:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+def failure_cause(exc: BaseException) -> str:
+    """The first failed rank's account of a Ray Train failure, else the
+    exception's own first line."""
+    from trainplane.runtime.local import describe
+
+    failures = getattr(exc, "worker_failures", None)
+    if failures:
+        first = failures[min(failures)]
+        # Ray may hand it back wrapped with its traceback: args[0] is ours.
+        return str(first.args[0]) if isinstance(first, RankFailed) else describe(first)
+    return describe(exc)
 
 
 def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int) -> None:

@@ -25,6 +25,7 @@ from trainplane.jobs.durations import format_duration, parse_duration
 from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
+from trainplane.runtime import env as tp_env
 from trainplane.services.leases import claim_due
 from trainplane.services.preemption import preemptor_name
 from trainplane.services.status import set_status
@@ -365,7 +366,7 @@ def _apply(
         return
     # FAILED
     code = outcome.exit_code
-    detail = _last_line(tail) or outcome.message
+    detail = _failure_cause(tail) or _last_line(tail) or outcome.message
     reason = f"exit code {code}" if code is not None else "the Ray job failed"
     reason = f"{reason} on {where}: {detail}" if detail else f"{reason} on {where}"
     _end_attempt(attempt, A.FAILED, now, reason=reason)
@@ -440,6 +441,15 @@ def _end_attempt(attempt: JobAttempt, status: AttemptStatus, now: datetime, *, r
     attempt.status = status.value
     attempt.finished_at = now
     attempt.reason = reason
+
+
+def _failure_cause(text: str) -> str:
+    """The cause the driver reported for a training failure, if it did."""
+    for line in reversed(text.strip().splitlines()):
+        _, marker, cause = line.partition(tp_env.TRAINING_FAILED)
+        if marker:
+            return cause.strip()[:300]
+    return ""
 
 
 def _last_line(text: str) -> str:
