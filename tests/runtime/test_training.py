@@ -242,9 +242,9 @@ def assert_resumed_exactly(service: Service, job_id: str, expected: dict[int, fl
 @pytest.mark.parametrize(
     ("strategy", "victim"),
     [
-        ("ddp", "trainplane.runtime.local"),  # the rank's training process
-        ("zero3", "RayTrainWorker"),  # the Ray Train worker supervising it
-        # FSDP2 with its worker killed: the S3 test below.
+        ("zero3", "RayTrainWorker"),  # the Ray Train worker supervising a rank
+        # FSDP2 with its worker killed: the S3 test below. A rank's own
+        # training process killed, on a second Ray node: tests/chaos.
     ],
 )
 def test_a_killed_worker_resumes_from_the_last_checkpoint_exactly(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import httpx
 import pytest
 from ray.job_submission import JobSubmissionClient
 
+from tests.clients import RetryingSubmitter
 from tests.conftest import local_ray_head
 from tests.factories import small_spec
 from tests.scheduler.conftest import FAST, register_local, wait_for
@@ -52,33 +52,6 @@ def _job(index: int, ran: Path) -> dict:
     return small_spec(f"replica-{index}", gpus=1, entrypoint={"command": ["sh", "-c", append]})
 
 
-class Submitter:
-    """Submits through one server, moving to the other if it stops answering,
-    with the same Idempotency-Key: what a load balancer and a retrying client
-    do. Only a 201 or 200 counts as acknowledged."""
-
-    def __init__(self, urls: list[str]) -> None:
-        self.urls = urls
-        self.acknowledged: dict[str, str] = {}  # idempotency key -> job id
-        self.lock = threading.Lock()
-
-    def submit(self, index: int, spec: dict, first: int) -> None:
-        key = f"replica-test-{index}-{uuid.uuid4().hex[:8]}"
-        for attempt in range(6):
-            url = self.urls[(first + attempt) % len(self.urls)]
-            try:
-                answer = httpx.post(
-                    f"{url}/v1/jobs", json=spec, headers={"Idempotency-Key": key}, timeout=10
-                )
-            except httpx.TransportError:
-                continue
-            assert answer.status_code in (200, 201), answer.text
-            with self.lock:
-                self.acknowledged[key] = answer.json()["id"]
-            return
-        raise AssertionError(f"job {index} was never acknowledged")
-
-
 @pytest.mark.timeout(120 + 4 * JOBS)
 def test_two_servers_run_every_job_exactly_once_when_one_is_killed(
     db_url: str, tmp_path: Path, wide_ray_head: LocalRayHead
@@ -94,7 +67,7 @@ def test_two_servers_run_every_job_exactly_once_when_one_is_killed(
     servers = [ServerProcess(env, log_path=log, log_level="info").start() for log in logs]
     urls = [s.url for s in servers]
     ran = tmp_path / "ran.txt"
-    submitter = Submitter(urls)
+    submitter = RetryingSubmitter(urls)
     try:
         # Each half goes first to its own server, from threads of its own.
         halves = [

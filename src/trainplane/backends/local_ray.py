@@ -50,16 +50,6 @@ class LocalRayHead:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._stop_leftover()
         bindir = Path(sys.executable).parent
-        env = {
-            **os.environ,
-            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "RAY_TMPDIR": str(self.temp_dir),
-            "RAY_USAGE_STATS_ENABLED": "0",
-            # The dashboard agent samples every process's stats for Ray's own
-            # dashboard every 5 s, which costs a small machine's training
-            # processes CPU time; trainplane reports progress itself.
-            "REPORTER_UPDATE_INTERVAL_MS": "60000",
-        }
         command = [
             str(bindir / "ray"),
             "start",
@@ -68,28 +58,10 @@ class LocalRayHead:
             f"--port={self.gcs_port}",
             f"--dashboard-port={self.dashboard_port}",
             "--dashboard-host=127.0.0.1",
-            "--node-ip-address=127.0.0.1",
-            # Ray's fixed default ports would clash with any other Ray on this
-            # machine (another `up`, a test cluster): take free ones.
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
             f"--ray-client-server-port={free_port()}",
-            f"--num-cpus={self.slots}",
-            "--num-gpus=0",
-            f"--temp-dir={self.temp_dir}",
-            "--disable-usage-stats",
+            *node_options(self.slots, self.temp_dir),
         ]
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                command,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
+        self.process = spawn_ray(command, self.temp_dir, self.log_path)
         self.pid_file.write_text(str(self.process.pid))
         self._wait_ready(timeout)
         return self
@@ -143,6 +115,52 @@ class LocalRayHead:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def spawn_ray(command: list[str], temp_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """``ray start ... --block`` as the leader of a session of its own (so all
+    of that node's processes can be found and stopped) that dies with us."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            command,
+            env=ray_environment(temp_dir),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+
+
+def ray_environment(temp_dir: Path) -> dict[str, str]:
+    """The environment ``ray start`` runs in, head or not."""
+    bindir = Path(sys.executable).parent
+    return {
+        **os.environ,
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RAY_TMPDIR": str(temp_dir),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # The dashboard agent samples every process's stats for Ray's own
+        # dashboard every 5 s, which costs a small machine's training
+        # processes CPU time; trainplane reports progress itself.
+        "REPORTER_UPDATE_INTERVAL_MS": "60000",
+    }
+
+
+def node_options(slots: int, temp_dir: Path) -> list[str]:
+    """``ray start`` options every node on this machine takes, head or not."""
+    return [
+        "--node-ip-address=127.0.0.1",
+        # Ray's fixed default ports would clash with any other Ray on this
+        # machine (another `up`, a test cluster, another node): take free ones.
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        f"--num-cpus={slots}",
+        "--num-gpus=0",
+        f"--temp-dir={temp_dir}",
+        "--disable-usage-stats",
+    ]
 
 
 def _wait_gone(pid: int, timeout: float) -> None:

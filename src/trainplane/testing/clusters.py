@@ -8,9 +8,16 @@ from trainplane.services.clusters import upsert_cluster
 
 
 def register_local_cluster(
-    db_url: str, address: str, *, name: str = "local", slots: int, price_per_gpu_hour: float = 0.0
+    db_url: str,
+    address: str,
+    *,
+    name: str = "local",
+    slots: int,
+    slots_per_node: int | None = None,
+    price_per_gpu_hour: float = 0.0,
 ) -> None:
-    """A cpu cluster of ``slots`` worker slots on one node at ``address``."""
+    """A cpu cluster of ``slots`` worker slots at ``address``, on one node
+    unless ``slots_per_node`` says otherwise."""
     engine = make_engine(db_url, single_use=True)
     try:
         with session_factory(engine)() as session:
@@ -20,7 +27,7 @@ def register_local_cluster(
                 address=address,
                 accelerator="cpu",
                 gpus=slots,
-                gpus_per_node=slots,
+                gpus_per_node=slots_per_node or slots,
                 gpu_memory_gb=None,
                 price_per_gpu_hour=price_per_gpu_hour,
                 labels={},

@@ -41,7 +41,11 @@ def _bin_dir() -> Path:
 class ThrowawayPostgres:
     """Start with :meth:`start`, stop with :meth:`stop` (also a context manager)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable_commits: bool = False) -> None:
+        # Tests run with commits acknowledged before their WAL is written,
+        # which is fast, but a crash (see :meth:`crash`) then loses the last
+        # ones: a test that crashes this server wants durable commits.
+        self.durable_commits = durable_commits
         self.bin = _bin_dir()
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="trainplane-pg-"))
@@ -77,9 +81,15 @@ class ThrowawayPostgres:
             "-E",
             "UTF8",
         )
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Starts the server on the existing data folder (after :meth:`crash`)."""
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c fsync=off -c full_page_writes=off "
+            f"-c synchronous_commit={'on' if self.durable_commits else 'off'} "
             "-c max_connections=300 -c shared_buffers=256MB"
         )
         self._run(
@@ -94,7 +104,11 @@ class ThrowawayPostgres:
             "start",
         )
         self._wait_ready()
-        return self
+
+    def crash(self) -> None:
+        """Stops the server the way a crash would (no checkpoint, every
+        connection cut), keeping its data for :meth:`resume`."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
 
     def _wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -119,7 +133,7 @@ class ThrowawayPostgres:
     def stop(self) -> None:
         if self.data.exists():
             with contextlib.suppress(subprocess.CalledProcessError):
-                self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+                self.crash()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> ThrowawayPostgres:
