@@ -63,6 +63,29 @@ def _backends() -> tuple[str, ...]:
     return chosen
 
 
+# Tests that run Ray clusters, training, a browser or benchmarks: CPU-bound and
+# memory-hungry, so scripts/test runs them one at a time, after the others
+# (which it runs two at a time). Any test on the shared Ray head is one; so is
+# every test in these folders and modules.
+CLUSTER_TESTS = (
+    "tests/chaos/",
+    "tests/runtime/",
+    "tests/recipes/",
+    "tests/scheduler/",
+    "tests/tracking/test_tracking_runs.py",
+    "tests/dashboard/test_browser.py",
+    "tests/cli/test_ci_runs.py",
+    "tests/test_benchmarks.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(REPO_ROOT).as_posix()
+        if where.startswith(CLUSTER_TESTS) or "ray_head" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         backends = _backends()
