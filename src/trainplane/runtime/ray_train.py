@@ -72,10 +72,10 @@ def worker_main(config: dict[str, Any]) -> None:
     )
     forward_output(process, rank=rank)
     code = process.wait()
+    cause = _read_and_remove(error_file)  # removed whether the rank failed or not
     # A preempted rank returns like a finished one: raising would make Ray
     # Train restart the group. The driver learns of it from the checkpoint.
     if code not in (0, EXIT_PREEMPTED):
-        cause = _read_and_remove(error_file)
         raise RankFailed(f"rank {rank} failed: {cause or f'exit code {code}'}")
 
 
