@@ -22,6 +22,7 @@ from sqlalchemy import update
 
 from tests.factories import small_spec
 from trainplane.api.app import create_app
+from trainplane.code_bundles import build_bundle
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import ApiToken
@@ -69,13 +70,15 @@ class World:
     job: str  # a job of alpha
     other_job: str  # another job of alpha
     counter: Iterator[int]
+    bundle: str = ""  # the digest of a code bundle of alpha
 
     def as_(self, caller: str) -> dict[str, str]:
         secret = self.tokens.get(caller)
         return {"Authorization": f"Bearer {secret}"} if secret else {}
 
     def root(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.client.request(method, path, headers=self.as_("root"), **kwargs)
+        headers = {**self.as_("root"), **kwargs.pop("headers", {})}
+        response = self.client.request(method, path, headers=headers, **kwargs)
         assert response.status_code < 300, response.text
         return response.json() if response.content else None
 
@@ -125,10 +128,19 @@ def world(settings: Settings, session) -> Iterator[World]:
             json={"name": "shared", "address": "http://127.0.0.1:9", "gpus": 4},
         )
         world.job, world.other_job = world.fresh_job(), world.fresh_job()
+        world.bundle = world.root("POST", "/v1/projects/alpha/bundles", **fresh_bundle(world))[
+            "digest"
+        ]
         yield world
 
 
 Request = Callable[[World], tuple[str, str, dict[str, Any]]]
+
+
+def fresh_bundle(world: World) -> dict[str, Any]:
+    """Request arguments uploading a bundle no one uploaded before."""
+    data = build_bundle([("train.py", f"# {next(world.counter)}\n".encode())])
+    return {"content": data, "headers": {"Content-Type": "application/zip"}}
 
 
 def alpha_spec(world: World) -> dict[str, Any]:
@@ -145,6 +157,18 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("logs", lambda w: ("GET", f"/v1/jobs/{w.job}/logs", {}), reads_alpha()),
     ("metrics", lambda w: ("GET", f"/v1/jobs/{w.job}/metrics", {}), reads_alpha()),
     ("checkpoints", lambda w: ("GET", f"/v1/jobs/{w.job}/checkpoints", {}), reads_alpha()),
+    # No attempt of the job has run, so there is no result to read yet.
+    ("result", lambda w: ("GET", f"/v1/jobs/{w.job}/result", {}), everyone(404)),
+    (
+        "upload bundle",
+        lambda w: ("POST", "/v1/projects/alpha/bundles", fresh_bundle(w)),
+        roles(201, outsider=404),
+    ),
+    (
+        "get bundle",
+        lambda w: ("GET", f"/v1/projects/alpha/bundles/{w.bundle}", {}),
+        reads_alpha(),
+    ),
     (
         "compare",
         lambda w: ("GET", "/v1/jobs/compare", {"params": {"ids": f"{w.job},{w.other_job}"}}),
@@ -230,7 +254,8 @@ def test_every_endpoint_answers_every_caller_as_the_table_says(world):
     wrong = []
     for (label, request, expected), caller in itertools.product(MATRIX, CALLERS):
         method, path, kwargs = request(world)
-        got = world.client.request(method, path, headers=world.as_(caller), **kwargs)
+        headers = {**world.as_(caller), **kwargs.pop("headers", {})}
+        got = world.client.request(method, path, headers=headers, **kwargs)
         if got.status_code != expected[caller]:
             wrong.append(f"{label} as {caller}: {got.status_code}, expected {expected[caller]}")
     assert not wrong, "\n".join(wrong)

@@ -221,3 +221,16 @@ def test_set_errors_name_the_field(override, message):
     spec = {"name": "a", "entrypoint": {"command": ["python", "train.py"]}}
     with pytest.raises(SpecFileError, match=re.escape(message)):
         apply_override(spec, override)
+
+
+def test_a_spec_files_working_dir_resolves_against_it_unless_it_runs_a_bundle(tmp_path):
+    from trainplane.cli.specfile import load_spec_file
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    spec = folder / "job.yaml"
+    spec.write_text("kind: train\nname: a\nentrypoint: {function: t:f, working_dir: src}\n")
+    assert load_spec_file(spec, [])["entrypoint"]["working_dir"] == str(folder / "src")
+    digest = "sha256:" + "0" * 64
+    spec.write_text(f"kind: train\nname: a\nentrypoint: {{function: t:f, code: '{digest}'}}\n")
+    assert "working_dir" not in load_spec_file(spec, [])["entrypoint"]

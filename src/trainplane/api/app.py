@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from trainplane import __version__
 from trainplane.api import nul_text, problems
 from trainplane.api.routes import (
+    bundles,
     checkpoints,
     clusters,
     health,
@@ -22,16 +23,19 @@ from trainplane.api.routes import (
     models,
     progress,
     projects,
+    results,
     tokens,
     usage,
 )
 from trainplane.api.yaml_bodies import YamlBodies
 from trainplane.backends.ray import RayClusters
+from trainplane.code_bundles import MAX_BUNDLE_BYTES
 from trainplane.config import Settings
 from trainplane.dashboard import pages as dashboard_pages
 from trainplane.dashboard.static_files import STATIC_PATH, static_files
 from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.jobs.results import MAX_REPORT_BYTES
 from trainplane.observability.http_metrics import RequestTimer
 from trainplane.services import tokens as token_service
 from trainplane.services.attempt_tokens import TokenKey
@@ -44,6 +48,8 @@ MAX_BODY_BYTES = 1 << 20
 # A progress report of 1000 points with dozens of metrics each runs to a few MiB.
 MAX_PROGRESS_BODY_BYTES = 8 << 20
 _PROGRESS_PATH = re.compile(r"^/v1/jobs/[^/]+/attempts/[^/]+/progress$")
+_RESULT_PATH = re.compile(r"^/v1/jobs/[^/]+/attempts/[^/]+/result$")
+_BUNDLE_PATH = re.compile(r"^/v1/projects/[^/]+/bundles$")
 
 
 class BodySizeLimit:
@@ -131,7 +137,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         BodySizeLimit,
         max_bytes=MAX_BODY_BYTES,
-        larger=((_PROGRESS_PATH, MAX_PROGRESS_BODY_BYTES),),
+        larger=(
+            (_PROGRESS_PATH, MAX_PROGRESS_BODY_BYTES),
+            (_RESULT_PATH, MAX_REPORT_BYTES),
+            (_BUNDLE_PATH, MAX_BUNDLE_BYTES),
+        ),
     )
     # Outermost: the time includes refusals by the size limit.
     app.add_middleware(RequestTimer)
@@ -140,6 +150,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(projects.router)
     app.include_router(jobs.router)
     app.include_router(progress.router)
+    app.include_router(results.router)
+    app.include_router(bundles.router)
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)
     app.include_router(models.router)

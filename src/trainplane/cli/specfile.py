@@ -98,7 +98,8 @@ def _resolve(value: Any, base: Path) -> Any:
 
 def resolve_paths(document: dict[str, Any], base: Path) -> None:
     entrypoint = document.get("entrypoint")
-    if isinstance(entrypoint, dict):
+    # A job with entrypoint.code runs in its uploaded bundle: no folder of this machine.
+    if isinstance(entrypoint, dict) and not entrypoint.get("code"):
         entrypoint["working_dir"] = _resolve(entrypoint.get("working_dir", "."), base)
     if "base_model" in document:
         document["base_model"] = _resolve(document["base_model"], base)

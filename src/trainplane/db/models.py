@@ -1,6 +1,6 @@
 """ORM models: projects, jobs, job attempts, job events, job metrics, the
-MLflow tracking state of jobs, clusters, server secrets, API tokens and their
-grants, and the audit trail.
+MLflow tracking state of jobs, code bundles, function results, clusters,
+server secrets, API tokens and their grants, and the audit trail.
 
 A job keeps its full validated spec as a JSON document; the columns next to it
 repeat the few fields that queries filter or order by (status, project, name,
@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     SmallInteger,
     String,
     Text,
@@ -240,6 +241,52 @@ class JobTracking(Base):
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class CodeBundle(Base):
+    """An uploaded zip of a job's code (``entrypoint.code``), kept in the
+    database so that every replica and scheduler can read it. Content
+    addressed: the same bytes in a project are one row."""
+
+    __tablename__ = "code_bundles"
+    __table_args__ = (UniqueConstraint("project_id", "digest"),)
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(71))  # sha256:<64 hex>
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[int] = mapped_column(Integer)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class JobResult(Base):
+    """What a function job's train function did, as its ranks reported: rank
+    0's return value (pickled), or the first rank's exception with its
+    traceback. One per attempt."""
+
+    __tablename__ = "job_results"
+    __table_args__ = (
+        CheckConstraint(_in_list("outcome", ["returned", "raised"]), name="outcome"),
+        Index("ix_job_results_job_id_created_at", "job_id", "created_at"),
+    )
+
+    attempt_id: Mapped[str] = mapped_column(
+        ForeignKey("job_attempts.id", ondelete="CASCADE"), primary_key=True
+    )
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    outcome: Mapped[str] = mapped_column(String(16))
+    rank: Mapped[int] = mapped_column(Integer)
+    # A cloudpickle of the return value; NULL when the function raised.
+    value: Mapped[bytes | None] = mapped_column(LargeBinary)
+    value_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    # repr() of the value, cut short: readable without unpickling.
+    value_repr: Mapped[str] = mapped_column(Text, default="")
+    error_type: Mapped[str | None] = mapped_column(String(255))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    traceback: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class Cluster(Base):

@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from trainplane.code_bundles import DIGEST_PATTERN
 from trainplane.jobs.durations import parse_duration
 from trainplane.jobs.spec_fields import (
     Duration,
@@ -66,6 +67,12 @@ class Entrypoint(Strict):
     command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
     args: JsonObject = Field(default_factory=dict)
     working_dir: NonEmptyStr = "."
+    code: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description="An uploaded code bundle (POST /v1/projects/{project}/bundles) "
+        "the job runs in, instead of a working_dir.",
+    )
     env: dict[str, str] = Field(default_factory=dict)
     pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
 
@@ -112,6 +119,11 @@ class Entrypoint(Strict):
                 "entrypoint_form",
                 "entrypoint needs exactly one of function, script or command (got {got})",
                 {"got": ", ".join(given) or "none"},
+            )
+        if self.code is not None and self.working_dir != ".":
+            raise PydanticCustomError(
+                "code_and_working_dir",
+                "entrypoint.code is the job's working folder: leave working_dir out",
             )
         return self
 

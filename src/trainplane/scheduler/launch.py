@@ -36,7 +36,9 @@ def launch_request(
     attempt_token: str,
     checkpoint_dir: str,
     model_dir: str,
+    code_folder: str | None = None,
 ) -> LaunchRequest:
+    """``code_folder``: the job's unpacked code bundle (``entrypoint.code``)."""
     entrypoint = spec.get("entrypoint") or {}
     env_vars = {
         **{k: str(v) for k, v in (entrypoint.get("env") or {}).items()},
@@ -59,7 +61,9 @@ def launch_request(
     # absolute). A relative one from an HTTP client would mean this server's
     # own directory, which is never what was meant: the job then runs in the
     # cluster's default directory.
-    if working_dir and os.path.isabs(working_dir):
+    if code_folder is not None:
+        runtime_env["working_dir"] = code_folder
+    elif working_dir and os.path.isabs(working_dir):
         if not os.path.isdir(working_dir):
             raise LaunchError(f"entrypoint.working_dir {working_dir} is not a folder here")
         runtime_env["working_dir"] = working_dir

@@ -22,6 +22,7 @@ from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
 from trainplane.observability.instruments import QUEUE_WAIT_SECONDS, SCHEDULER_PASS_SECONDS
+from trainplane.scheduler.code import BundleFolders
 from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
 from trainplane.services import clusters as cluster_service
@@ -41,6 +42,7 @@ class Scheduler:
         self.sessions = sessions
         self.clusters = RayClusters()
         self.token_key = TokenKey(settings.secret_key)
+        self.bundles = BundleFolders(sessions)
         self.pool = ThreadPoolExecutor(
             max_workers=settings.scheduler_threads, thread_name_prefix="trainplane-attempt"
         )
@@ -109,6 +111,7 @@ class Scheduler:
                 stuck_after_seconds=settings.stuck_after_seconds,
                 preemption_grace_seconds=settings.preemption_grace_seconds,
                 token_key=self.token_key.get(session),
+                bundles=self.bundles,
             )
         futures = [
             self.pool.submit(advance, work, self.clusters, utcnow(), context=context)

@@ -9,6 +9,7 @@ from datetime import datetime
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
 from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.states import AttemptStatus, JobStatus
+from trainplane.scheduler.code import BundleFolders
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
 from trainplane.services.attempt_tokens import attempt_token
 from trainplane.services.attempts import (
@@ -35,6 +36,7 @@ class AdvanceContext:
     stuck_after_seconds: float  # for jobs whose spec sets no stuck_after
     token_key: bytes
     preemption_grace_seconds: float = 120.0
+    bundles: BundleFolders | None = None  # where jobs with entrypoint.code get their code
 
 
 def advance(
@@ -55,6 +57,9 @@ def advance(
         if work.stop_reason:
             return _stop(ray, work, work.stop_reason)
         if work.status is AttemptStatus.PENDING:
+            code = (work.spec.get("entrypoint") or {}).get("code")
+            if code and context.bundles is None:
+                return Rejected("entrypoint.code: this scheduler cannot read code bundles")
             request = launch_request(
                 job_id=work.job_id,
                 attempt_id=work.attempt_id,
@@ -69,6 +74,9 @@ def advance(
                 model_dir=model_root(
                     work.spec, work.project_name, work.job_id, context.checkpoint_storage
                 ),
+                code_folder=context.bundles.folder(work.project_name, code)
+                if code and context.bundles
+                else None,
             )
             new = ray.submit(
                 work.attempt_id,

@@ -29,6 +29,7 @@ from trainplane.jobs.states import (
     JobStatus,
 )
 from trainplane.services.access import Caller, Role
+from trainplane.services.bundles import check_spec_code
 from trainplane.services.clusters import cluster_capacity, recent_capacity
 from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
 from trainplane.services.job_inputs import check_job_inputs
@@ -105,6 +106,7 @@ def submit_job(
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
             job.project = _insert_job(session, caller, job, spec.project)
+            check_spec_code(session, spec)
             check_quota_can_hold(session, job.project.id, spec)
             record_submission(session, job, actor=caller.subject)
             if job.strategy_reason:

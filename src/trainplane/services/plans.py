@@ -25,6 +25,7 @@ from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller, Role
+from trainplane.services.bundles import check_spec_code
 from trainplane.services.clusters import cluster_states
 from trainplane.services.estimates import StrategyPlan, plan_strategy
 from trainplane.services.forecasts import (
@@ -103,6 +104,7 @@ def plan_job(
                 )
             raise InvalidInputError("project", f"no project named '{spec.project}'")
         caller.require(project, Role.MEMBER, "planning a job")
+        check_spec_code(session, spec)
         check_some_cluster_can_hold(session, spec)
         check_quota_can_hold(session, project, spec)
         now = utcnow()

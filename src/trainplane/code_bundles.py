@@ -1,0 +1,133 @@
+"""Code bundles: a job's code as one zip, uploaded once and named by its digest.
+
+A bundle replaces a working_dir for clients that share no filesystem with the
+server (the SDK, a CI runner): the client zips the files, uploads them
+(``POST /v1/projects/{project}/bundles``) and names the digest in
+``entrypoint.code``; the scheduler unpacks the bundle into a folder and ships
+that folder as the Ray job's working_dir.
+
+Pure functions over bytes and folders, shared by the client that builds a
+bundle and the server that checks and unpacks one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+_DIGEST = re.compile(DIGEST_PATTERN)
+MAX_BUNDLE_BYTES = 64 << 20
+MAX_FILES = 10_000
+# Unpacked, a bundle may not grow past this: a zip bomb stops here.
+MAX_UNPACKED_BYTES = 512 << 20
+# A fixed timestamp: the same files always make the same zip, so the same digest.
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+class BundleError(ValueError):
+    """The bytes are not a bundle trainplane accepts; the message says why."""
+
+
+@dataclass(frozen=True)
+class BundleSummary:
+    digest: str
+    size_bytes: int
+    files: int
+
+
+def digest_of(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def is_digest(value: str) -> bool:
+    return bool(_DIGEST.fullmatch(value))
+
+
+def build_bundle(files: Iterable[tuple[str, bytes]]) -> bytes:
+    """A zip of ``(path inside the bundle, content)`` pairs, byte for byte the
+    same for the same files in any order."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, content in sorted(files):
+            info = zipfile.ZipInfo(_checked_name(name), date_time=_EPOCH)
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, content)
+    return buffer.getvalue()
+
+
+def check_bundle(data: bytes, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleSummary:
+    """Raise BundleError unless ``data`` is a zip of plain files with safe
+    relative paths, within the limits."""
+    if len(data) > max_bytes:
+        raise BundleError(f"the bundle is {len(data)} bytes, over the {max_bytes} byte limit")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise BundleError(f"not a zip archive ({exc})") from None
+    with archive:
+        entries = [info for info in archive.infolist() if not info.is_dir()]
+        if len(entries) > MAX_FILES:
+            raise BundleError(f"{len(entries)} files, over the limit of {MAX_FILES}")
+        unpacked = 0
+        for info in entries:
+            _checked_name(info.filename)
+            mode = info.external_attr >> 16
+            if mode and not stat.S_ISREG(mode):
+                raise BundleError(f"{info.filename}: only plain files may be bundled")
+            unpacked += info.file_size
+        if unpacked > MAX_UNPACKED_BYTES:
+            raise BundleError(
+                f"the files unpack to {unpacked} bytes, over the {MAX_UNPACKED_BYTES} byte limit"
+            )
+        broken = archive.testzip()
+        if broken is not None:
+            raise BundleError(f"{broken}: corrupt in the archive")
+    return BundleSummary(digest=digest_of(data), size_bytes=len(data), files=len(entries))
+
+
+def unpack_bundle(data: bytes, cache_dir: Path) -> Path:
+    """The folder holding the bundle's files under ``cache_dir``, unpacked on
+    first use. Folders are named by digest and appear whole (a rename), so a
+    folder that exists is complete and concurrent callers agree."""
+    digest = digest_of(data)
+    folder = cache_dir / digest.removeprefix("sha256:")
+    if folder.is_dir():
+        return folder
+    check_bundle(data)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=cache_dir))
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            archive.extractall(staging)
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            if not folder.is_dir():  # not a concurrent unpack that won
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def _checked_name(name: str) -> str:
+    path = PurePosixPath(name)
+    if (
+        not name
+        or "\\" in name
+        or "\x00" in name
+        or path.is_absolute()
+        or any(part in ("", "..") for part in name.split("/"))
+    ):
+        raise BundleError(f"{name!r}: bundle paths must be relative, inside the bundle")
+    return name
