@@ -14,7 +14,10 @@ import torch
 from trainplane.recipes import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.context import TrainContext
+from trainplane.runtime.preemption import Preempted
 from trainplane.runtime.reporting import ProgressReporter
+from trainplane.runtime.results import ResultSender
+from trainplane.shipped_calls import SHIPPED_FUNCTION
 
 
 class EntrypointError(Exception):
@@ -75,9 +78,18 @@ def run_rank(
             os.environ.get(tp_env.CONTROL_PLANE_URL) and os.environ.get(tp_env.ATTEMPT_TOKEN)
         ),
     )
+    results = ResultSender(required=function_of(spec) == SHIPPED_FUNCTION)
     try:
-        result = function(context)
-        context.export_model()
+        try:
+            result = function(context)
+            context.export_model()
+        except Preempted:
+            raise
+        except Exception as exc:
+            results.raised(rank, exc)
+            raise
+        if rank == 0:
+            results.returned(rank, result)
         return result
     finally:
         context.close()

@@ -72,36 +72,54 @@ def worker_main(config: dict[str, Any]) -> None:
     )
     forward_output(process, rank=rank)
     code = process.wait()
-    cause = _read_and_remove(error_file)  # removed whether the rank failed or not
+    cause, failed_at = _read_and_remove(error_file)  # removed whether the rank failed or not
     # A preempted rank returns like a finished one: raising would make Ray
     # Train restart the group. The driver learns of it from the checkpoint.
     if code not in (0, EXIT_PREEMPTED):
-        raise RankFailed(f"rank {rank} failed: {cause or f'exit code {code}'}")
+        raise RankFailed(f"rank {rank} failed: {cause or f'exit code {code}'}", failed_at)
 
 
 class RankFailed(RuntimeError):
     """A rank process failed. The message carries the rank's own one-line
-    account when it lived to write one (a Python exception), else its exit code."""
+    account when it lived to write one (a Python exception), else its exit
+    code; ``failed_at`` is when it wrote it (None: it did not)."""
+
+    def __init__(self, message: str, failed_at: float | None = None) -> None:
+        super().__init__(message, failed_at)
+        self.failed_at = failed_at
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
-def _read_and_remove(path: str) -> str | None:
+def _read_and_remove(path: str) -> tuple[str | None, float | None]:
     try:
         with open(path) as handle:
-            return handle.read().strip() or None
+            return handle.read().strip() or None, os.fstat(handle.fileno()).st_mtime
     except OSError:
-        return None
+        return None, None
     finally:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def failure_cause(exc: BaseException) -> str:
-    """The first failed rank's account of a Ray Train failure, else the
-    exception's own first line."""
+    """The account of the rank of a Ray Train failure that failed first, else
+    the exception's own first line."""
     from trainplane.runtime.local import describe
 
     failures = getattr(exc, "worker_failures", None)
     if failures:
-        first = failures[min(failures)]
+        # The rank that failed first: the others usually fail because it did
+        # (a collective with a dead peer), later.
+        def order(rank: int) -> tuple[float, int]:
+            failure = failures[rank]
+            args = getattr(failure, "args", ())
+            failed_at = getattr(failure, "failed_at", None)
+            if failed_at is None and len(args) > 1 and isinstance(args[1], float):
+                failed_at = args[1]  # as Ray rebuilt it
+            return (failed_at if failed_at is not None else float("inf"), rank)
+
+        first = failures[min(failures, key=order)]
         # Ray may hand it back wrapped with its traceback: args[0] is ours.
         return str(first.args[0]) if isinstance(first, RankFailed) else describe(first)
     return describe(exc)

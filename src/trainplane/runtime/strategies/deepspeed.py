@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from trainplane.dicts import merged
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
@@ -19,17 +20,6 @@ from trainplane.runtime.strategies.base import (
 )
 
 DS_TAG = "deepspeed"
-
-
-def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    """``override`` wins; nested dictionaries merge key by key."""
-    result = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = merged(result[key], value)
-        else:
-            result[key] = value
-    return result
 
 
 def deepspeed_config(
