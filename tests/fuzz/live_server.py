@@ -19,7 +19,13 @@ AUTH = {"Authorization": f"Bearer {BOOTSTRAP_TOKEN}"}
 @contextlib.contextmanager
 def serve(postgres_server: Any, home: Path) -> Iterator[str]:
     """The server's URL while it runs; ``postgres_server`` is the suite's."""
-    database_url = postgres_server.create_database("tp_fuzz")
+    with serve_database(postgres_server.create_database("tp_fuzz"), home) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_database(database_url: str, home: Path) -> Iterator[str]:
+    """The server's URL while it runs on ``database_url``, migrated here."""
     migrate.upgrade(database_url)
     env = {
         "TRAINPLANE_DATABASE_URL": database_url,

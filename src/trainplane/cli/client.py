@@ -8,22 +8,11 @@ from typing import Any
 
 import httpx
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from trainplane.sdk.errors import field_errors, field_lines, problem_of
+from trainplane.sdk.transport import DEFAULT_URL
 
-
-def field_errors(errors: list[dict[str, Any]] | None) -> list[tuple[str, str]]:
-    """(field, message) of each entry of a problem's ``errors``: trainplane
-    writes ``field``/``message``; plain FastAPI and pydantic write ``loc``/``msg``."""
-    described = []
-    for error in errors or []:
-        if not isinstance(error, dict):
-            continue
-        field = error.get("field")
-        if field is None and isinstance(error.get("loc"), list):
-            field = ".".join(str(part) for part in error["loc"] if part != "body")
-        message = error.get("message", error.get("msg", ""))
-        described.append((str(field or "body"), str(message)))
-    return described
+# DEFAULT_URL is the SDK's, so the CLI and trainplane.Client agree on it.
+__all__ = ["DEFAULT_URL", "ApiClient", "ApiError"]
 
 
 class ApiError(Exception):
@@ -42,10 +31,7 @@ class ApiError(Exception):
         self.errors = errors or []
         self.body = body
         lines = [f"error {status}: {detail}" if status else f"error: {detail}"]
-        described = field_errors(self.errors)
-        # The detail already names the first field; list them when there are more.
-        if len(described) > 1 or (described and described[0][0] not in detail):
-            lines += [f"  {field}: {message}" for field, message in described]
+        lines += field_lines(detail, field_errors(self.errors))
         super().__init__("\n".join(lines))
 
 
@@ -71,19 +57,8 @@ class ApiClient:
 
     @staticmethod
     def _raise(response: httpx.Response) -> None:
-        try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise ApiError(
-                response.status_code, response.text.strip() or response.reason_phrase
-            ) from None
-        detail = body.get("detail", response.text)
-        if not isinstance(detail, str):  # FastAPI's own 422 puts the error list here
-            body = {**body, "errors": body.get("errors") or detail}
-            detail = "; ".join(f"{f}: {m}" for f, m in field_errors(body["errors"])) or str(detail)
-        raise ApiError(response.status_code, detail, body.get("errors"), body)
+        problem = problem_of(response)
+        raise ApiError(problem.status, problem.detail, problem.errors, problem.body) from None
 
     @contextmanager
     def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[Iterator[str]]:

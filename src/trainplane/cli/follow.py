@@ -5,34 +5,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import httpx
 import typer
 
 from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import TERMINAL, say
+from trainplane.sdk.sse import SseDecoder, SseEvent
 
 
-@dataclass(frozen=True)
-class Event:
-    name: str
-    data: str
-
-
-def events(lines: Iterator[str]) -> Iterator[Event]:
-    name, data = "message", []
+def events(lines: Iterator[str]) -> Iterator[SseEvent]:
+    decoder = SseDecoder()
     for line in lines:
-        if line == "":
-            if data:
-                yield Event(name, "\n".join(data))
-            name, data = "message", []
-        elif line.startswith(":"):
-            continue  # keep-alive comment
-        elif line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+        event = decoder.feed(line)
+        if event is not None:
+            yield event
 
 
 class WaitTimeout(Exception):

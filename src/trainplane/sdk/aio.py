@@ -1,0 +1,217 @@
+"""``trainplane.AsyncClient``: ``Client``'s methods as coroutines, for asyncio
+programs. The requests and their decoding are the same (``sdk.calls``); only
+the sending differs. Lists that page, and followed logs, are ``async for``."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Iterable
+from typing import TypeVar, Unpack
+
+import httpx
+
+from trainplane.sdk import calls
+from trainplane.sdk import installation_models as im
+from trainplane.sdk import models as m
+from trainplane.sdk.errors import ConnectionFailed, error_for
+from trainplane.sdk.specs import SpecInput
+from trainplane.sdk.sse import LogStream
+from trainplane.sdk.transport import DEFAULT_TIMEOUT, STREAM_TIMEOUT, Call, connection
+from trainplane.sdk.waiting import Waiter, WaitOptions
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """As ``Client``, with ``await`` (and ``async with``); see its methods'
+    documentation. ``wait``'s ``on_progress`` may be a coroutine function."""
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.url, headers = connection(url, token)
+        self._http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, call: Call[T]) -> T:
+        try:
+            response = await self._http.request(**call.request())
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(self.url, exc) from exc
+        return call.decode(response)
+
+    async def _pages(self, call: Call[T]) -> AsyncIterator[T]:
+        following: Call[T] | None = call
+        while following is not None:
+            page = await self._run(following)
+            yield page
+            following = following.next(page)
+
+    # --- jobs ------------------------------------------------------------------
+
+    async def submit(self, spec: SpecInput, **options: Unpack[calls.SubmitOptions]) -> m.Job:
+        return await self._run(calls.submit(spec, options))
+
+    async def plan(self, spec: SpecInput, **options: Unpack[calls.SpecOptions]) -> m.Plan:
+        return await self._run(calls.plan(spec, options))
+
+    async def list_jobs(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        **filters: Unpack[calls.JobFilters],
+    ) -> m.Page[m.JobSummary]:
+        return await self._run(calls.list_jobs(filters, limit, cursor))
+
+    async def jobs(
+        self, *, page_size: int | None = None, **filters: Unpack[calls.JobFilters]
+    ) -> AsyncIterator[m.JobSummary]:
+        async for page in self._pages(calls.list_jobs(filters, page_size)):
+            for job in page.items:
+                yield job
+
+    async def job(self, job_id: str) -> m.Job:
+        return await self._run(calls.job(job_id))
+
+    async def cancel(self, job_id: str) -> m.Job:
+        return await self._run(calls.cancel(job_id))
+
+    async def wait(self, job_id: str, **options: Unpack[WaitOptions]) -> m.Job:
+        waiter = Waiter(options)
+        while True:
+            job = await self.job(job_id)
+            reported = waiter.report(job)
+            if inspect.isawaitable(reported):
+                await reported
+            if job.is_terminal:
+                return job
+            await asyncio.sleep(waiter.pause(job))
+
+    async def events(self, job_id: str, *, page_size: int | None = None) -> list[m.Event]:
+        pages = self._pages(calls.events(job_id, page_size))
+        return [event async for page in pages for event in page.items]
+
+    async def logs(self, job_id: str, *, attempt: int | None = None) -> str:
+        return await self._run(calls.logs(job_id, attempt))
+
+    async def follow_logs(self, job_id: str) -> AsyncIterator[m.LogEvent]:
+        call = calls.follow_logs(job_id)
+        stream = LogStream()
+        try:
+            async with self._http.stream(**call.request(), timeout=STREAM_TIMEOUT) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise error_for(response)
+                async for line in response.aiter_lines():
+                    event = stream.feed(line)
+                    if event is not None:
+                        yield event
+                    if stream.ended:
+                        return
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(self.url, exc) from exc
+        raise ConnectionFailed(self.url, "the log stream ended before the job did")
+
+    async def metrics(self, job_id: str, *, page_size: int | None = None) -> m.Metrics:
+        pages = [page async for page in self._pages(calls.metrics(job_id, page_size))]
+        return calls.all_metrics(pages)
+
+    async def checkpoints(self, job_id: str) -> m.Checkpoints:
+        return await self._run(calls.checkpoints(job_id))
+
+    async def compare(self, job_ids: Iterable[str]) -> m.Comparison:
+        return await self._run(calls.compare(job_ids))
+
+    async def model(self, job_id: str) -> m.JobModel | None:
+        return await self._run(calls.job_model(job_id))
+
+    async def result(self, job_id: str) -> m.JobResult:
+        return await self._run(calls.result(job_id))
+
+    # --- code bundles --------------------------------------------------------------
+
+    async def upload_bundle(self, project: str, data: bytes) -> m.Bundle:
+        return await self._run(calls.upload_bundle(project, data))
+
+    async def bundle(self, project: str, digest: str) -> m.Bundle:
+        return await self._run(calls.bundle(project, digest))
+
+    # --- the installation ----------------------------------------------------------
+
+    async def clusters(self) -> im.ClusterList:
+        return await self._run(calls.clusters())
+
+    async def add_cluster(
+        self, name: str, address: str, *, gpus: int, **options: Unpack[calls.ClusterOptions]
+    ) -> im.Cluster:
+        return await self._run(calls.add_cluster(name, address, gpus, options))
+
+    async def put_cluster(
+        self, name: str, address: str, *, gpus: int, **options: Unpack[calls.ClusterOptions]
+    ) -> im.Cluster:
+        return await self._run(calls.put_cluster(name, address, gpus, options))
+
+    async def remove_cluster(self, name: str) -> None:
+        await self._run(calls.remove_cluster(name))
+
+    async def projects(self) -> list[im.Project]:
+        return await self._run(calls.projects())
+
+    async def create_project(self, name: str, *, description: str = "") -> im.Project:
+        return await self._run(calls.create_project(name, description))
+
+    async def update_project(
+        self, name: str, **changes: Unpack[calls.ProjectChanges]
+    ) -> im.Project:
+        return await self._run(calls.update_project(name, changes))
+
+    async def whoami(self) -> im.WhoAmI:
+        return await self._run(calls.whoami())
+
+    async def tokens(self) -> list[im.Token]:
+        return await self._run(calls.tokens())
+
+    async def create_token(self, name: str, **grant: Unpack[calls.TokenGrant]) -> im.TokenCreated:
+        return await self._run(calls.create_token(name, grant))
+
+    async def revoke_token(self, token_id: str) -> None:
+        await self._run(calls.revoke_token(token_id))
+
+    async def audit(
+        self, *, after: int | None = None, page_size: int | None = None
+    ) -> AsyncIterator[im.AuditEvent]:
+        async for page in self._pages(calls.audit(after, page_size)):
+            for event in page.items:
+                yield event
+
+    async def usage(self, **window: Unpack[calls.UsageWindow]) -> im.Usage:
+        return await self._run(calls.usage(window))
+
+    async def list_models(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> im.ModelPage:
+        return await self._run(calls.list_models(limit, cursor))
+
+    async def models(self, *, page_size: int | None = None) -> AsyncIterator[im.RegisteredModel]:
+        async for page in self._pages(calls.list_models(page_size, None)):
+            for model in page.items:
+                yield model
+
+    async def health(self) -> m.Health:
+        return await self._run(calls.health())
+
+    async def ready(self) -> m.Health:
+        return await self._run(calls.ready())
+
+    async def prometheus_metrics(self) -> str:
+        return await self._run(calls.prometheus_metrics())

@@ -1,0 +1,264 @@
+"""Every server operation the SDK calls (:data:`OPERATIONS`), and one function
+per client method that turns its arguments into a ``Call``. ``Client`` and
+``AsyncClient`` only send these, so the two cannot disagree.
+
+Left out on purpose: the runtime's own endpoints, authenticated by an attempt
+token rather than a user's (:data:`RUNTIME_ONLY`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal, TypedDict
+
+from trainplane.sdk import installation_models as im
+from trainplane.sdk import models as m
+from trainplane.sdk.specs import SpecInput, spec_document
+from trainplane.sdk.transport import Call, Operation
+
+SUBMIT = Operation("POST", "/v1/jobs", m.Job)
+LIST_JOBS = Operation("GET", "/v1/jobs", m.Page[m.JobSummary])
+PLAN = Operation("POST", "/v1/jobs/plan", m.Plan)
+COMPARE = Operation("GET", "/v1/jobs/compare", m.Comparison)
+GET_JOB = Operation("GET", "/v1/jobs/{job_id}", m.Job)
+CANCEL = Operation("POST", "/v1/jobs/{job_id}/cancel", m.Job)
+EVENTS = Operation("GET", "/v1/jobs/{job_id}/events", m.AfterPage[m.Event])
+LOGS = Operation("GET", "/v1/jobs/{job_id}/logs", str)
+METRICS = Operation("GET", "/v1/jobs/{job_id}/metrics", m.Metrics)
+CHECKPOINTS = Operation("GET", "/v1/jobs/{job_id}/checkpoints", m.Checkpoints)
+RESULT = Operation("GET", "/v1/jobs/{job_id}/result", m.JobResult)
+UPLOAD_BUNDLE = Operation("POST", "/v1/projects/{project}/bundles", m.Bundle)
+GET_BUNDLE = Operation("GET", "/v1/projects/{project}/bundles/{digest}", m.Bundle)
+LIST_CLUSTERS = Operation("GET", "/v1/clusters", im.ClusterList)
+ADD_CLUSTER = Operation("POST", "/v1/clusters", im.Cluster)
+PUT_CLUSTER = Operation("PUT", "/v1/clusters/{name}", im.Cluster)
+REMOVE_CLUSTER = Operation("DELETE", "/v1/clusters/{name}", None)
+LIST_PROJECTS = Operation("GET", "/v1/projects", im.ProjectList)
+CREATE_PROJECT = Operation("POST", "/v1/projects", im.Project)
+UPDATE_PROJECT = Operation("PATCH", "/v1/projects/{name}", im.Project)
+WHOAMI = Operation("GET", "/v1/whoami", im.WhoAmI)
+LIST_TOKENS = Operation("GET", "/v1/tokens", im.TokenList)
+CREATE_TOKEN = Operation("POST", "/v1/tokens", im.TokenCreated)
+REVOKE_TOKEN = Operation("DELETE", "/v1/tokens/{token_id}", None)
+AUDIT = Operation("GET", "/v1/audit", m.AfterPage[im.AuditEvent])
+USAGE = Operation("GET", "/v1/usage", im.Usage)
+LIST_MODELS = Operation("GET", "/v1/models", im.ModelPage)
+HEALTH = Operation("GET", "/healthz", m.Health)
+READY = Operation("GET", "/readyz", m.Health)
+PROMETHEUS = Operation("GET", "/metrics", str)
+
+# Every Operation above; tests/sdk checks each against the server's OpenAPI document.
+OPERATIONS: tuple[Operation, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Operation)
+)
+
+RUNTIME_ONLY = (
+    ("POST", "/v1/jobs/{job_id}/attempts/{attempt_id}/progress"),
+    ("PUT", "/v1/jobs/{job_id}/attempts/{attempt_id}/result"),
+)
+
+
+# Options that methods of both clients take as keyword arguments: declared
+# once here, so the two clients' signatures cannot drift apart.
+
+
+class SpecOptions(TypedDict, total=False):
+    project: str  # replaces the spec's own
+    overrides: Iterable[str]  # key=value, as the CLI's --set (resources.gpus=4)
+
+
+class SubmitOptions(SpecOptions, total=False):
+    idempotency_key: str  # the same key again returns the same job
+
+
+class JobFilters(TypedDict, total=False):
+    status: str | Iterable[str]  # any of these
+    project: str
+    name: str
+
+
+class ClusterOptions(TypedDict, total=False):
+    accelerator: str  # cpu, H100, ... (default cpu)
+    gpus_per_node: int  # default: gpus
+    gpu_memory_gb: float
+    price_per_gpu_hour: float
+    labels: dict[str, str]
+
+
+class ProjectChanges(TypedDict, total=False):
+    """A field given as None removes that limit; ``weight`` cannot be None."""
+
+    description: str | None
+    max_gpus: int | None
+    gpu_hours_per_month: float | None
+    weight: float
+
+
+class TokenGrant(TypedDict, total=False):
+    project: str | None  # None (the default): every project
+    role: Literal["viewer", "member", "admin"]  # default member
+    kind: Literal["user", "service"]  # default user
+    expires_in: int | str  # seconds, or a duration such as 30d; default: never
+
+
+class UsageWindow(TypedDict, total=False):
+    since: datetime  # default: 30 days ago
+    until: datetime  # default: now
+    project: str
+
+
+def submit(spec: SpecInput, options: SubmitOptions) -> Call[m.Job]:
+    key = options.get("idempotency_key")
+    headers = {"Idempotency-Key": key} if key else {}
+    return SUBMIT.call(json=_spec(spec, options), headers=headers)
+
+
+def plan(spec: SpecInput, options: SpecOptions) -> Call[m.Plan]:
+    return PLAN.call(json=_spec(spec, options))
+
+
+def _spec(spec: SpecInput, options: SpecOptions) -> dict[str, Any]:
+    return spec_document(
+        spec, project=options.get("project"), overrides=options.get("overrides", ())
+    )
+
+
+def list_jobs(
+    filters: JobFilters, limit: int | None, cursor: str | None = None
+) -> Call[m.Page[m.JobSummary]]:
+    status = filters.get("status")
+    statuses = [status] if isinstance(status, str) else list(status or [])
+    params = {"status": statuses or None, "project": filters.get("project")}
+    params.update(name=filters.get("name"), limit=limit, cursor=cursor)
+    return LIST_JOBS.call(params=params)
+
+
+def job(job_id: str) -> Call[m.Job]:
+    return GET_JOB.call(job_id=job_id)
+
+
+def job_model(job_id: str) -> Call[m.JobModel | None]:
+    return GET_JOB.call(job_id=job_id, pick=lambda found: found.registered_model)
+
+
+def cancel(job_id: str) -> Call[m.Job]:
+    return CANCEL.call(job_id=job_id)
+
+
+def events(job_id: str, page_size: int | None) -> Call[m.AfterPage[m.Event]]:
+    return EVENTS.call(job_id=job_id, params={"limit": page_size})
+
+
+def logs(job_id: str, attempt: int | None) -> Call[str]:
+    return LOGS.call(job_id=job_id, params={"attempt": attempt})
+
+
+def follow_logs(job_id: str) -> Call[str]:
+    return LOGS.call(
+        job_id=job_id, params={"follow": "true"}, headers={"Accept": "text/event-stream"}
+    )
+
+
+def metrics(job_id: str, page_size: int | None) -> Call[m.Metrics]:
+    return METRICS.call(job_id=job_id, params={"limit": page_size})
+
+
+def all_metrics(pages: Sequence[m.Metrics]) -> m.Metrics:
+    """The pages of a job's metrics as one: every point, the latest progress."""
+    points = [point for page in pages for point in page.points]
+    return pages[-1].model_copy(update={"points": points, "next_cursor": None})
+
+
+def checkpoints(job_id: str) -> Call[m.Checkpoints]:
+    return CHECKPOINTS.call(job_id=job_id)
+
+
+def compare(ids: Iterable[str]) -> Call[m.Comparison]:
+    return COMPARE.call(params={"ids": ",".join(ids)})
+
+
+def result(job_id: str) -> Call[m.JobResult]:
+    return RESULT.call(job_id=job_id)
+
+
+def upload_bundle(project: str, data: bytes) -> Call[m.Bundle]:
+    headers = {"Content-Type": "application/zip"}
+    return UPLOAD_BUNDLE.call(project=project, content=data, headers=headers)
+
+
+def bundle(project: str, digest: str) -> Call[m.Bundle]:
+    return GET_BUNDLE.call(project=project, digest=digest)
+
+
+def clusters() -> Call[im.ClusterList]:
+    return LIST_CLUSTERS.call()
+
+
+def _cluster_body(name: str, address: str, gpus: int, options: ClusterOptions) -> dict[str, Any]:
+    return {"name": name, "address": address, "gpus": gpus, **options}
+
+
+def add_cluster(name: str, address: str, gpus: int, options: ClusterOptions) -> Call[im.Cluster]:
+    return ADD_CLUSTER.call(json=_cluster_body(name, address, gpus, options))
+
+
+def put_cluster(name: str, address: str, gpus: int, options: ClusterOptions) -> Call[im.Cluster]:
+    return PUT_CLUSTER.call(name=name, json=_cluster_body(name, address, gpus, options))
+
+
+def remove_cluster(name: str) -> Call[None]:
+    return REMOVE_CLUSTER.call(name=name)
+
+
+def projects() -> Call[list[im.Project]]:
+    return LIST_PROJECTS.call(pick=lambda body: body.items)
+
+
+def create_project(name: str, description: str) -> Call[im.Project]:
+    return CREATE_PROJECT.call(json={"name": name, "description": description})
+
+
+def update_project(name: str, changes: ProjectChanges) -> Call[im.Project]:
+    return UPDATE_PROJECT.call(name=name, json=dict(changes))
+
+
+def whoami() -> Call[im.WhoAmI]:
+    return WHOAMI.call()
+
+
+def tokens() -> Call[list[im.Token]]:
+    return LIST_TOKENS.call(pick=lambda body: body.items)
+
+
+def create_token(name: str, grant: TokenGrant) -> Call[im.TokenCreated]:
+    return CREATE_TOKEN.call(json={"name": name, **grant})
+
+
+def revoke_token(token_id: str) -> Call[None]:
+    return REVOKE_TOKEN.call(token_id=token_id)
+
+
+def audit(after: int | None, page_size: int | None) -> Call[m.AfterPage[im.AuditEvent]]:
+    return AUDIT.call(params={"after": after, "limit": page_size})
+
+
+def usage(window: UsageWindow) -> Call[im.Usage]:
+    params = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in window.items()}
+    return USAGE.call(params=params)
+
+
+def list_models(limit: int | None, cursor: str | None) -> Call[im.ModelPage]:
+    return LIST_MODELS.call(params={"limit": limit, "cursor": cursor})
+
+
+def health() -> Call[m.Health]:
+    return HEALTH.call()
+
+
+def ready() -> Call[m.Health]:
+    # Not ready is an answer too: its body says which check failed.
+    return READY.call(also_ok=frozenset({503}))
+
+
+def prometheus_metrics() -> Call[str]:
+    return PROMETHEUS.call()
