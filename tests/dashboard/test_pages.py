@@ -280,3 +280,60 @@ def test_a_viewer_sees_the_job_but_no_cancel_button(secured):
     assert 'data-action="cancel"' not in page and "data-no-cancel" in page
     as_admin = html_of(secured.get(f"/jobs/{job['id']}", headers=root))
     assert 'data-action="cancel"' in as_admin
+
+
+def _report_result(api, session, settings, job_id, body):
+    from trainplane.services.attempt_tokens import TokenKey, attempt_token
+
+    attempt = make_attempt(session, job_id)
+    token = attempt_token(TokenKey(settings.secret_key).get(session), attempt.id)
+    answer = api.put(
+        f"/v1/jobs/{job_id}/attempts/{attempt.id}/result",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_the_job_page_shows_a_functions_result_or_its_remote_traceback(api, session, settings):
+    import base64
+    import pickle
+
+    plain = submit(api, "plain")
+    assert 'data-part="job-result"' in html_of(api.get(f"/jobs/{plain['id']}"))
+    assert "Result</h2>" not in html_of(api.get(f"/jobs/{plain['id']}"))
+
+    returned = submit(api, "returned")
+    value = base64.b64encode(pickle.dumps({"loss": 0.5})).decode()
+    _report_result(
+        api,
+        session,
+        settings,
+        returned["id"],
+        {"outcome": "returned", "rank": 0, "value": value, "value_repr": "{'loss': <0.5>}"},
+    )
+    page = html_of(api.get(f"/jobs/{returned['id']}"))
+    assert "Rank 0's function returned" in page and "{&#39;loss&#39;: &lt;0.5&gt;}" in page
+    # The page asks for the repr only, never the pickled value itself.
+    assert value not in page
+    assert (
+        api.get(f"/v1/jobs/{returned['id']}/result", params={"value": "false"}).json()["value"]
+        is None
+    )
+
+    raised = submit(api, "raised")
+    traceback = 'Traceback (most recent call last):\n  File "train.py", line 3\nValueError: <odd>'
+    _report_result(
+        api,
+        session,
+        settings,
+        raised["id"],
+        {
+            "outcome": "raised",
+            "rank": 1,
+            "error": {"type": "ValueError", "message": "<odd>", "traceback": traceback},
+        },
+    )
+    fragment = html_of(api.get(f"/fragments/jobs/{raised['id']}"))
+    assert 'raised <span class="mono">ValueError</span> on rank 1' in fragment
+    assert "ValueError: &lt;odd&gt;" in fragment and "<odd>" not in fragment

@@ -47,7 +47,7 @@ class JobResultOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def from_view(cls, view: ResultView) -> JobResultOut:
+    def from_view(cls, view: ResultView, *, with_value: bool = True) -> JobResultOut:
         error = None
         if view.outcome == "raised":
             error = RemoteError(
@@ -61,7 +61,9 @@ class JobResultOut(BaseModel):
             attempt=view.attempt,
             outcome=view.outcome,  # type: ignore[arg-type]
             rank=view.rank,
-            value=base64.b64encode(view.value).decode() if view.value is not None else None,
+            value=base64.b64encode(view.value).decode()
+            if view.value is not None and with_value
+            else None,
             value_bytes=view.value_bytes,
             value_repr=view.value_repr,
             error=error,

@@ -120,11 +120,13 @@ async def jobs_rows(request: Request, query: JobListQueryDep) -> HTMLResponse:
 
 
 async def _job_context(api: DashboardApi, job_id: str) -> Context:
-    job, events, checkpoints, me = await api.gather(
+    job, events, checkpoints, me, result = await api.gather(
         api.get(f"/v1/jobs/{job_id}"),
         api.get(f"/v1/jobs/{job_id}/events", {"limit": 1000}),
         api.get_or_error(f"/v1/jobs/{job_id}/checkpoints"),
         api.get("/v1/whoami"),
+        # A function job's return value or exception; a 404 until it has one.
+        api.get_or_error(f"/v1/jobs/{job_id}/result", {"value": "false"}),
     )
     failed = isinstance(checkpoints, ApiError)
     role = me["everywhere"] or me["roles"].get(job["project"])
@@ -135,6 +137,7 @@ async def _job_context(api: DashboardApi, job_id: str) -> Context:
         "events": events["items"],
         "checkpoints": None if failed else checkpoints,
         "checkpoints_error": checkpoints if failed else None,
+        "result": None if isinstance(result, ApiError) else result,
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Query, Response
 
 from trainplane.api.code_schemas import JobResultOut, ResultAckOut
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
@@ -40,6 +40,14 @@ def report_result(
 
 
 @router.get("/{job_id}/result", response_model=JobResultOut)
-def get_result(job_id: str, session: SessionDep, caller: CallerDep) -> Response:
+def get_result(
+    job_id: str,
+    session: SessionDep,
+    caller: CallerDep,
+    value: Annotated[
+        bool, Query(description="false: leave the pickled value out (value_repr stays).")
+    ] = True,
+) -> Response:
     """The result of the latest attempt that reported one; 404 until then."""
-    return json_response(JobResultOut.from_view(result_service.job_result(session, caller, job_id)))
+    view = result_service.job_result(session, caller, job_id)
+    return json_response(JobResultOut.from_view(view, with_value=value))
