@@ -96,12 +96,16 @@ def check_bundle(data: bytes, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleSum
     return BundleSummary(digest=digest_of(data), size_bytes=len(data), files=len(entries))
 
 
+def bundle_folder(cache_dir: Path, digest: str) -> Path:
+    """Where ``unpack_bundle`` puts the bundle of ``digest``."""
+    return cache_dir / digest.removeprefix("sha256:")
+
+
 def unpack_bundle(data: bytes, cache_dir: Path) -> Path:
     """The folder holding the bundle's files under ``cache_dir``, unpacked on
     first use. Folders are named by digest and appear whole (a rename), so a
     folder that exists is complete and concurrent callers agree."""
-    digest = digest_of(data)
-    folder = cache_dir / digest.removeprefix("sha256:")
+    folder = bundle_folder(cache_dir, digest_of(data))
     if folder.is_dir():
         return folder
     check_bundle(data)

@@ -6,9 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, ColumnElement, DateTime, Float, MetaData, bindparam
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator
 
@@ -96,6 +97,13 @@ def _epoch_seconds_postgresql(element: epoch_seconds, compiler: Any, **kw: Any) 
 def _epoch_seconds_sqlite(element: epoch_seconds, compiler: Any, **kw: Any) -> str:
     # Stored as naive UTC text; julianday 2440587.5 is the unix epoch.
     return f"((julianday({compiler.process(element.clauses, **kw)}) - 2440587.5) * 86400.0)"
+
+
+def upsert_insert(session: Session, model: type[Base]) -> Any:
+    """An INSERT of ``model`` that takes ``on_conflict_do_nothing`` and
+    ``on_conflict_do_update``, in the dialect of the session's database."""
+    dialect = session.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(model)
 
 
 def utcnow() -> datetime:

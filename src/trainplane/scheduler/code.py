@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from trainplane.code_bundles import BundleError, unpack_bundle
+from trainplane.code_bundles import BundleError, bundle_folder, unpack_bundle
 from trainplane.scheduler.launch import LaunchError
 from trainplane.services.bundles import bundle_content
 
@@ -20,7 +20,7 @@ class BundleFolders:
         self.cache_dir = cache_dir or Path(tempfile.gettempdir()) / "trainplane-bundles"
 
     def folder(self, project: str, digest: str) -> str:
-        cached = self.cache_dir / digest.removeprefix("sha256:")
+        cached = bundle_folder(self.cache_dir, digest)
         if cached.is_dir():
             return str(cached)
         with self.sessions() as session:

@@ -37,11 +37,8 @@ class ProgressLine:
         self.redraw = self.handle is None and self.stream.isatty()
 
     def show(self, job: Job) -> None:
-        text = describe(job, self.started)
-        core = text.rsplit(" [", 1)[0]  # the seconds alone are no news
-        if core == self.last.rsplit(" [", 1)[0] and not self.redraw and self.handle is None:
-            return
-        self.last = text
+        """For ``wait(on_progress=...)``, which calls it on each change."""
+        text = self.last = describe(job, self.started)
         if self.handle is not None:
             self.handle.update(_plain(text))
         elif self.redraw:
@@ -58,8 +55,7 @@ class ProgressLine:
 
 def _notebook_handle() -> Any:
     """A display handle when running in a Jupyter kernel, else None."""
-    shell = sys.modules.get("IPython")
-    if shell is None:
+    if "IPython" not in sys.modules:  # not imported: no kernel to display in
         return None
     try:
         from IPython import get_ipython

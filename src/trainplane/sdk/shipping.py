@@ -17,6 +17,7 @@ standard library) are the cluster's to have.
 from __future__ import annotations
 
 import dis
+import functools
 import importlib.metadata
 import pickletools
 import sys
@@ -198,14 +199,9 @@ def _is_local(top: str) -> bool:
     return not any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
 
 
+@functools.cache
 def _installed_top_levels() -> frozenset[str]:
-    global _INSTALLED
-    if _INSTALLED is None:
-        _INSTALLED = frozenset(importlib.metadata.packages_distributions())
-    return _INSTALLED
-
-
-_INSTALLED: frozenset[str] | None = None
+    return frozenset(importlib.metadata.packages_distributions())
 
 
 def _check_shippable(module: types.ModuleType) -> None:

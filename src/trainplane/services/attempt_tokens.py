@@ -21,10 +21,9 @@ import threading
 
 from pydantic import SecretStr
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from trainplane.db.base import utcnow
+from trainplane.db.base import upsert_insert, utcnow
 from trainplane.db.models import ServerSecret
 from trainplane.errors import UnauthenticatedError
 
@@ -69,10 +68,8 @@ def stored_secret(session: Session, name: str) -> str:
         value = session.scalar(select(ServerSecret.value).where(ServerSecret.name == name))
         if value is not None:
             return value
-        dialect = session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
         session.execute(
-            insert(ServerSecret)
+            upsert_insert(session, ServerSecret)
             .values(name=name, value=secrets.token_hex(KEY_BYTES), created_at=utcnow())
             .on_conflict_do_nothing(index_elements=[ServerSecret.name])
         )

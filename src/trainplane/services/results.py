@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from trainplane.db.base import utcnow
+from trainplane.db.base import upsert_insert, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import JobAttempt, JobResult
 from trainplane.errors import ConflictError, NotFoundError
@@ -82,16 +81,14 @@ def record_result(
             raise NotFoundError(f"job '{job_id}' has no attempt '{attempt_id}'")
         if status not in _LIVE:
             raise ConflictError(f"attempt {attempt_id} ended ({status}); it reports no result")
+        statement = upsert_insert(session, JobResult).values(row)
         if report.outcome == "returned":
-            session.execute(delete(JobResult).where(JobResult.attempt_id == attempt_id))
-        dialect = session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        inserted = session.execute(
-            insert(JobResult)
-            .values(row)
-            .on_conflict_do_nothing(index_elements=[JobResult.attempt_id])
-            .returning(JobResult.attempt_id)
-        ).first()
+            statement = statement.on_conflict_do_update(
+                index_elements=[JobResult.attempt_id], set_=row
+            )
+        else:
+            statement = statement.on_conflict_do_nothing(index_elements=[JobResult.attempt_id])
+        inserted = session.execute(statement.returning(JobResult.attempt_id)).first()
     return inserted is not None
 
 
