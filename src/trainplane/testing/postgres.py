@@ -11,6 +11,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,15 @@ from trainplane.net import free_port
 
 class PostgresNotAvailable(RuntimeError):
     pass
+
+
+class PostgresDidNotStart(RuntimeError):
+    """``pg_ctl start`` failed; the message carries its output and the server log's end."""
+
+
+# Starting on a fresh port again covers a port taken between free_port() and
+# the server's bind; the warning and the final error say what went wrong.
+START_TRIES = 3
 
 
 def _bin_dir() -> Path:
@@ -81,8 +91,19 @@ class ThrowawayPostgres:
             "-E",
             "UTF8",
         )
-        self.resume()
-        return self
+        for attempt in range(1, START_TRIES + 1):
+            try:
+                self.resume()
+                return self
+            except PostgresDidNotStart as exc:
+                if attempt == START_TRIES:
+                    raise
+                print(
+                    f"trainplane-pg: try {attempt} failed, trying a new port: {exc}",
+                    file=sys.stderr,
+                )
+                self.port = free_port()
+        raise AssertionError("unreachable")
 
     def resume(self) -> None:
         """Starts the server on the existing data folder (after :meth:`crash`)."""
@@ -92,18 +113,37 @@ class ThrowawayPostgres:
             f"-c synchronous_commit={'on' if self.durable_commits else 'off'} "
             "-c max_connections=300 -c shared_buffers=256MB"
         )
-        self._run(
-            str(self.bin / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.root / "log"),
-            "-w",
-            "-o",
-            options,
-            "start",
-        )
+        try:
+            self._run(
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-l",
+                str(self.log),
+                "-w",
+                "-t",
+                "120",
+                "-o",
+                options,
+                "start",
+            )
+        except subprocess.CalledProcessError as exc:
+            raise PostgresDidNotStart(
+                f"pg_ctl start (port {self.port}) exited {exc.returncode}: "
+                f"{(exc.stdout or '').strip()} {(exc.stderr or '').strip()}; "
+                f"the end of {self.log}:\n{self.log_tail()}"
+            ) from None
         self._wait_ready()
+
+    @property
+    def log(self) -> Path:
+        return self.root / "log"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"(unreadable: {exc})"
 
     def crash(self) -> None:
         """Stops the server the way a crash would (no checkpoint, every
