@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ from sqlalchemy import Engine, insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests import failure_logs
+from tests.cluster_hygiene import stop_leftovers
 from tests.factories import finetune_spec
 from trainplane.api.app import create_app
 from trainplane.backends.local_ray import LocalRayHead
@@ -84,6 +87,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         where = item.path.relative_to(REPO_ROOT).as_posix()
         if where.startswith(CLUSTER_TESTS) or "ray_head" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+
+
+_STARTED_AT = pytest.StashKey[float]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_STARTED_AT] = time.time()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed and item.get_closest_marker("cluster") and _STARTED_AT in item.stash:
+        where = [(item.config._tmp_path_factory.getbasetemp(), "*.log")]  # type: ignore[attr-defined]
+        head = getattr(item, "funcargs", {}).get("ray_head")
+        if head is not None:
+            # Ray's own logs are many; its job drivers' carry the workers' output.
+            where.append((head.state_dir, "job-driver-*.log"))
+        report.sections.extend(failure_logs.report_sections(where, item.stash[_STARTED_AT]))
+    return report
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -224,6 +247,32 @@ def local_ray_head(
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
     with local_ray_head(tmp_path_factory, slots=RAY_SLOTS) as head:
         yield head
+
+
+@pytest.fixture(autouse=True)
+def _idle_cluster(request: pytest.FixtureRequest) -> None:
+    """A test on the session's Ray head starts with the head idle (see
+    tests/cluster_hygiene.py)."""
+    if "ray_head" not in request.fixturenames:
+        return
+    head = request.getfixturevalue("ray_head")
+    stopped = stop_leftovers(head.address)
+    previous = request.session.stash.get(_LAST_CLUSTER_TEST, "an earlier test")
+    request.session.stash[_LAST_CLUSTER_TEST] = request.node.nodeid
+    if stopped:
+        warnings.warn(
+            f"{previous} left Ray jobs running, stopped before {request.node.nodeid}: "
+            + ", ".join(stopped),
+            LeftoverRayJobs,
+            stacklevel=1,
+        )
+
+
+class LeftoverRayJobs(UserWarning):
+    pass
+
+
+_LAST_CLUSTER_TEST = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
