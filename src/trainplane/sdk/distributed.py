@@ -22,18 +22,19 @@ policy like any other.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
 from trainplane.dicts import merged
 from trainplane.sdk.call_errors import RemoteFunctionError, ShippingError
-from trainplane.sdk.errors import ConnectionFailed, JobFailed, NotFound
+from trainplane.sdk.errors import ConnectionFailed, JobFailed, NotFound, TrainplaneError
 from trainplane.sdk.models import Job
 from trainplane.sdk.progress import ProgressLine
 from trainplane.sdk.shipping import MAX_PAYLOAD_BYTES, pack
@@ -72,6 +73,7 @@ class RemoteCall(Generic[R]):
         self.job = job
         self.name = name
         self.progress = progress
+        self._cancelled = False
 
     @property
     def job_id(self) -> str:
@@ -81,20 +83,34 @@ class RemoteCall(Generic[R]):
         return f"<RemoteCall {self.name} job={self.job.id} {self.job.status}>"
 
     def wait(self, timeout: float | None = None) -> Job:
-        """The job once it has ended; interrupting the wait cancels it."""
+        """The job once it has ended; interrupting the wait cancels it. When
+        ``timeout`` passes first, WaitTimeout is raised and the job goes on."""
         line = ProgressLine() if self.progress else None
         try:
-            self.job = self.client.wait(
-                self.job.id, timeout=timeout, on_progress=line.show if line else None
-            )
-        except KeyboardInterrupt:
-            self.client.cancel(self.job.id)
-            print(f"trainplane: interrupted; cancelled job {self.job.id}", flush=True)
-            raise
+            with self.cancelled_if_abandoned(KeyboardInterrupt):
+                self.job = self.client.wait(
+                    self.job.id, timeout=timeout, on_progress=line.show if line else None
+                )
         finally:
             if line is not None:
                 line.close()
         return self.job
+
+    @contextlib.contextmanager
+    def cancelled_if_abandoned(self, *abandoning: type[BaseException]) -> Iterator[None]:
+        """Cancels the job, if it has not ended, when one of ``abandoning``
+        escapes the block: nobody will be there to take its result."""
+        try:
+            yield
+        except abandoning as exc:
+            if not self.job.is_terminal and not self._cancelled:
+                self._cancelled = True
+                why = "interrupted" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+                # Best effort: the server being unreachable may be what went wrong.
+                with contextlib.suppress(TrainplaneError):
+                    self.job = self.client.cancel(self.job.id)
+                    print(f"trainplane: {why}; cancelled job {self.job.id}", flush=True)
+            raise
 
     def result(self, timeout: float | None = None) -> R:
         """What rank 0's function returned. Raises RemoteFunctionError (with
@@ -140,7 +156,13 @@ class DistributedFunction(Generic[P, R]):
         self.spec_for(_PLACEHOLDER_DIGEST)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.submit(*args, **kwargs).result()
+        """Submit, wait and return rank 0's result. Whatever ends the wait
+        early (an interrupt, a signal's exception, a lost connection) also
+        cancels the job, since nothing is left to take its result."""
+        call = self.submit(*args, **kwargs)
+        with call.cancelled_if_abandoned(BaseException):
+            call.wait()
+        return call.result()
 
     def submit(self, *args: P.args, **kwargs: P.kwargs) -> RemoteCall[R]:
         """Ship the call and queue its job; returns without waiting."""
