@@ -24,6 +24,7 @@ from trainplane.runtime import env as tp_env
 
 TRIES = 4
 TIMEOUT_SECONDS = 30.0
+BACKOFF_SECONDS = 1.0  # doubled after each failed try: 1 + 2 + 4 s in all
 
 
 class ResultNotDelivered(RuntimeError):
@@ -103,7 +104,8 @@ class ResultSender:
                 last = f"the control plane answered {response.status_code}: {response.text[:300]}"
                 if response.status_code < 500:
                     break  # refused; asking again gets the same answer
-            time.sleep(2**attempt)
+            if attempt + 1 < TRIES:
+                time.sleep(BACKOFF_SECONDS * 2**attempt)
         return self._undelivered(f"the result was not recorded: {last}")
 
     def _undelivered(self, why: str) -> None:
