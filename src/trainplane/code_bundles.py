@@ -20,7 +20,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -32,6 +32,23 @@ MAX_FILES = 10_000
 MAX_UNPACKED_BYTES = 512 << 20
 # A fixed timestamp: the same files always make the same zip, so the same digest.
 _EPOCH = (1980, 1, 1, 0, 0, 0)
+# Never part of a job's code: version control, environments and caches.
+SKIPPED_NAMES = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        ".tox",
+        "node_modules",
+        "__pycache__",
+        ".ipynb_checkpoints",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+    }
+)
 
 
 class BundleError(ValueError):
@@ -53,17 +70,81 @@ def is_digest(value: str) -> bool:
     return bool(_DIGEST.fullmatch(value))
 
 
-def build_bundle(files: Iterable[tuple[str, bytes]]) -> bytes:
+def build_bundle(files: Iterable[tuple[str, bytes]], *, executable: Collection[str] = ()) -> bytes:
     """A zip of ``(path inside the bundle, content)`` pairs, byte for byte the
-    same for the same files in any order."""
+    same for the same files in any order; the ``executable`` ones unpack with
+    their execute bits (a ``./run.sh`` command), the others as 0644."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, content in sorted(files):
             info = zipfile.ZipInfo(_checked_name(name), date_time=_EPOCH)
-            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            mode = 0o755 if name in executable else 0o644
+            info.external_attr = (stat.S_IFREG | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, content)
     return buffer.getvalue()
+
+
+def folder_files(root: Path) -> list[tuple[str, bytes]]:
+    """A working folder's files, as ``build_bundle`` takes them: everything
+    below ``root`` but SKIPPED_NAMES and ``*.pyc``. A symlinked file goes in
+    with its target's content; symlinked folders are not followed. Raises
+    BundleError, naming the biggest files, once the limits are passed."""
+    return [(entry.name, entry.path.read_bytes()) for entry in _folder_entries(root)]
+
+
+def bundle_of_folder(root: Path) -> bytes:
+    """The bundle of ``root``'s files (see ``folder_files``), execute bits
+    kept, within MAX_BUNDLE_BYTES."""
+    entries = _folder_entries(root)
+    files = [(entry.name, entry.path.read_bytes()) for entry in entries]
+    executable = {entry.name for entry in entries if entry.executable}
+    data = build_bundle(files, executable=executable)
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise BundleError(
+            f"{root} zips to {len(data) >> 20} MiB, over the {MAX_BUNDLE_BYTES >> 20} MiB "
+            f"a bundle may be{_biggest(entries)}: keep data out of the working folder and "
+            "read it from storage"
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class _FolderEntry:
+    name: str  # relative, with forward slashes
+    path: Path
+    size: int
+    executable: bool
+
+
+def _folder_entries(root: Path) -> list[_FolderEntry]:
+    found: list[_FolderEntry] = []
+    total = 0
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name not in SKIPPED_NAMES]
+        for name in names:
+            path = Path(folder, name)
+            if name in SKIPPED_NAMES or name.endswith(".pyc") or not path.is_file():
+                continue  # sockets, broken links and the like are no code
+            mode = path.stat().st_mode
+            entry = _FolderEntry(
+                path.relative_to(root).as_posix(), path, path.stat().st_size, bool(mode & 0o111)
+            )
+            found.append(entry)
+            total += entry.size
+            if len(found) > MAX_FILES or total > MAX_UNPACKED_BYTES:
+                raise BundleError(
+                    f"{root} holds more than {MAX_FILES} files or "
+                    f"{MAX_UNPACKED_BYTES >> 20} MiB{_biggest(found)}: keep data and "
+                    "environments out of the working folder and read data from storage"
+                )
+    return found
+
+
+def _biggest(entries: list[_FolderEntry], count: int = 3) -> str:
+    largest = sorted(entries, key=lambda entry: entry.size, reverse=True)[:count]
+    listed = ", ".join(f"{entry.name} ({entry.size / 2**20:.1f} MiB)" for entry in largest)
+    return f"; the biggest: {listed}" if listed else ""
 
 
 def check_bundle(data: bytes, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleSummary:
@@ -114,6 +195,9 @@ def unpack_bundle(data: bytes, cache_dir: Path) -> Path:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             archive.extractall(staging)
+            for info in archive.infolist():
+                if (info.external_attr >> 16) & 0o111 and not info.is_dir():
+                    os.chmod(staging / info.filename, 0o755)  # zipfile drops the mode
         try:
             os.rename(staging, folder)
         except OSError:

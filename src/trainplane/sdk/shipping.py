@@ -27,14 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainplane.code_bundles import MAX_BUNDLE_BYTES, build_bundle, digest_of
+from trainplane.code_bundles import MAX_BUNDLE_BYTES, SKIPPED_NAMES, build_bundle, digest_of
 from trainplane.sdk.call_errors import CallTooLarge, ModuleNotShippable, Unpicklable
 from trainplane.shipped_calls import PAYLOAD_PATH, pack_call
 
 MAX_PAYLOAD_BYTES = 16 << 20
 _SEARCH_DEPTH = 4
 _SEARCH_BREADTH = 200
-_SKIPPED_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", ".mypy_cache", ".pytest_cache"}
 
 
 @dataclass(frozen=True)
@@ -236,7 +235,7 @@ def module_files(module: types.ModuleType) -> Iterator[tuple[str, bytes]]:
     package = file.parent
     for path in sorted(package.rglob("*")):
         relative = path.relative_to(package.parent)
-        if any(part in _SKIPPED_DIRS or part.startswith(".") for part in relative.parts):
+        if any(part in SKIPPED_NAMES or part.startswith(".") for part in relative.parts):
             continue
         if path.is_file() and not path.is_symlink() and path.suffix != ".pyc":
             yield relative.as_posix(), path.read_bytes()
