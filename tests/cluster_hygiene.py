@@ -1,12 +1,12 @@
-"""Each cluster test starts on an idle Ray head.
+"""Each test module starts on an idle Ray head.
 
 The session's head is shared, and a test's own server stops when the test
 ends while a job it launched may still be running on Ray (a test that timed
 out, or one that asserts on a job midway). Such a job holds the head's
-worker slots, and the next test's job would wait for them until its own
-timeout, failing a test that did nothing wrong. So before each cluster test
-whatever is still running is stopped, and a warning names it and the test
-that left it."""
+worker slots, and the next module's jobs would wait for them until their
+own timeouts, failing tests that did nothing wrong. So after each module
+whatever is still running is stopped, and a warning names the module that
+left it."""
 
 from __future__ import annotations
 

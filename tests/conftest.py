@@ -244,25 +244,29 @@ def local_ray_head(
 
 
 @pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRayHead]:
+def ray_head(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalRayHead]:
     with local_ray_head(tmp_path_factory, slots=RAY_SLOTS) as head:
+        request.session.stash[_RAY_HEAD] = head
         yield head
+        del request.session.stash[_RAY_HEAD]
 
 
-@pytest.fixture(autouse=True)
-def _idle_cluster(request: pytest.FixtureRequest) -> None:
-    """A test on the session's Ray head starts with the head idle (see
-    tests/cluster_hygiene.py)."""
-    if "ray_head" not in request.fixturenames:
+@pytest.fixture(scope="module", autouse=True)
+def _idle_cluster_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Once a module's tests and fixtures are done, what they left running on
+    the session's Ray head is stopped (see tests/cluster_hygiene.py). At the
+    module's end, not each test's: a module's fixtures may keep jobs running
+    across its tests on purpose."""
+    yield
+    head = request.session.stash.get(_RAY_HEAD, None)
+    if head is None:
         return
-    head = request.getfixturevalue("ray_head")
     stopped = stop_leftovers(head.address)
-    previous = request.session.stash.get(_LAST_CLUSTER_TEST, "an earlier test")
-    request.session.stash[_LAST_CLUSTER_TEST] = request.node.nodeid
     if stopped:
         warnings.warn(
-            f"{previous} left Ray jobs running, stopped before {request.node.nodeid}: "
-            + ", ".join(stopped),
+            f"{request.node.nodeid} left Ray jobs running; stopped: " + ", ".join(stopped),
             LeftoverRayJobs,
             stacklevel=1,
         )
@@ -272,7 +276,7 @@ class LeftoverRayJobs(UserWarning):
     pass
 
 
-_LAST_CLUSTER_TEST = pytest.StashKey[str]()
+_RAY_HEAD = pytest.StashKey[LocalRayHead]()
 
 
 @pytest.fixture(scope="session")
