@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 
 ALIVE = [("state", "=", "ALIVE")]
+# A placement group in any of these holds (or is about to hold) worker slots.
+HOLDING = ("PENDING", "CREATED", "RESCHEDULING")
 
 
 class ClusterNotIdle(RuntimeError):
@@ -21,9 +23,11 @@ class ClusterNotIdle(RuntimeError):
 
 def stop_leftovers(address: str, *, timeout: float = 90) -> list[str]:
     """Stops every unfinished Ray job on the head at ``address`` and waits
-    until no actor is alive; returns the stopped jobs' descriptions."""
+    until what they held is free; returns the stopped jobs' descriptions.
+    Detached actors and placement groups are Ray's own (an autoscaling
+    coordinator lives as long as the cluster) and are not waited for."""
     from ray.job_submission import JobSubmissionClient
-    from ray.util.state import list_actors
+    from ray.util.state import list_actors, list_placement_groups
 
     client = JobSubmissionClient(address)
     running = [job for job in client.list_jobs() if not job.status.is_terminal()]
@@ -36,12 +40,21 @@ def stop_leftovers(address: str, *, timeout: float = 90) -> list[str]:
             for job in client.list_jobs()
             if job.submission_id and not job.status.is_terminal()
         ]
-        alive = [actor.class_name for actor in list_actors(address=address, filters=ALIVE)]
-        if not unfinished and not alive:
+        actors = [
+            actor.class_name
+            for actor in list_actors(address=address, filters=ALIVE, detail=True)
+            if not actor.is_detached
+        ]
+        groups = [
+            group.placement_group_id
+            for group in list_placement_groups(address=address, detail=True)
+            if group.state in HOLDING and not group.is_detached
+        ]
+        if not (unfinished or actors or groups):
             return [f"{job.submission_id} ({job.entrypoint[:80]})" for job in running]
         if time.monotonic() > deadline:
             raise ClusterNotIdle(
                 f"the Ray head is still busy {timeout:.0f}s after stopping what was left: "
-                f"jobs {unfinished}, actors {alive}"
+                f"jobs {unfinished}, actors {actors}, placement groups {groups}"
             )
         time.sleep(0.5)

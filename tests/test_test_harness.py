@@ -49,16 +49,55 @@ def test_a_failure_report_carries_the_ends_of_the_logs_written_during_the_test(
     assert len(lines) == failure_logs.LINES_PER_LOG and lines[-1] == "line 99"
 
 
-def test_what_an_earlier_test_left_running_on_the_head_is_stopped(ray_head) -> None:
+LEFTOVER = """
+import time
+import ray
+from ray.util.placement_group import placement_group
+
+ray.init()
+group = placement_group([{"CPU": 1}])
+ray.get(group.ready())
+
+
+@ray.remote(num_cpus=1)
+class Worker:
+    def ready(self):
+        return True
+
+
+@ray.remote(num_cpus=0)
+class Coordinator:  # detached and free, like Ray's own coordinators
+    def ready(self):
+        return True
+
+
+worker = Worker.remote()
+coordinator = Coordinator.options(name="coordinator", lifetime="detached").remote()
+ray.get([worker.ready.remote(), coordinator.ready.remote()])
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_what_an_earlier_test_left_running_on_the_head_is_stopped(ray_head, tmp_path) -> None:
+    from ray.util.state import list_actors, list_placement_groups
+
+    script = tmp_path / "leftover.py"
+    script.write_text(LEFTOVER)
     client = JobSubmissionClient(ray_head.address)
-    left = client.submit_job(entrypoint="python -c 'import time; time.sleep(600)'")
-    deadline = time.monotonic() + 60
-    while client.get_job_status(left) != JobStatus.RUNNING:
-        assert time.monotonic() < deadline, client.get_job_status(left)
-        time.sleep(0.2)
+    left = client.submit_job(entrypoint=f"python {script}")
+    deadline = time.monotonic() + 90
+    while "holding" not in client.get_job_logs(left):
+        assert time.monotonic() < deadline, client.get_job_logs(left)
+        assert client.get_job_status(left) in (JobStatus.PENDING, JobStatus.RUNNING)
+        time.sleep(0.5)
 
     stopped = stop_leftovers(ray_head.address)
 
     assert [s.split()[0] for s in stopped] == [left]
     assert client.get_job_status(left) == JobStatus.STOPPED
+    alive = list_actors(address=ray_head.address, filters=[("state", "=", "ALIVE")], detail=True)
+    assert [a.class_name for a in alive if not a.is_detached] == []
+    groups = list_placement_groups(address=ray_head.address, detail=True)
+    assert [g for g in groups if g.state == "CREATED" and not g.is_detached] == []
     assert stop_leftovers(ray_head.address) == []
