@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     scheduler_lease_seconds: float = Field(default=30.0, gt=0)
     scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")
     scheduler_threads: int = Field(default=8, ge=1, description="Concurrent cluster calls.")
+    bundle_retention_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="Code bundles that no unfinished job names and nobody uploaded or "
+        "submitted with for this long are deleted.",
+    )
     cluster_probe_seconds: float = Field(default=5.0, gt=0)
     cluster_lost_after_seconds: float = Field(
         default=60.0, gt=0, description="Silence after which a cluster's attempts are lost."

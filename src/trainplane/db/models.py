@@ -259,6 +259,9 @@ class CodeBundle(Base):
     content: Mapped[bytes] = mapped_column(LargeBinary)
     created_by: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # Uploaded again or named by a submitted job: the retention sweep
+    # (services/bundles.delete_unused_bundles) counts from here.
+    last_used_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class JobResult(Base):

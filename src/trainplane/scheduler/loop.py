@@ -22,9 +22,10 @@ from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
 from trainplane.observability.instruments import QUEUE_WAIT_SECONDS, SCHEDULER_PASS_SECONDS
-from trainplane.scheduler.code import BundleFolders
+from trainplane.scheduler.code import BUNDLE_CACHE_IDLE, BundleFolders
 from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
+from trainplane.services import bundles as bundle_service
 from trainplane.services import clusters as cluster_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.placement import place_queued_jobs
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 MIN_PASS_SECONDS = 0.1
 HOUSEKEEPING_SECONDS = 1.0
+# Deleting unused code bundles is a matter of days: once in a while will do.
+BUNDLE_SWEEP_SECONDS = 600.0
 
 
 class Scheduler:
@@ -49,6 +52,7 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_housekeeping = -math.inf
+        self._last_bundle_sweep = -math.inf
 
     # --- one iteration, in the order that keeps latency low ------------------------
 
@@ -62,6 +66,9 @@ class Scheduler:
                     attempt_service.requeue_restarts(session, utcnow())
                 self.check_clusters()
                 self.preempt()
+        if time.monotonic() - self._last_bundle_sweep >= BUNDLE_SWEEP_SECONDS:
+            self._last_bundle_sweep = time.monotonic()
+            self.sweep_bundles()
         grace = self.settings.preemption_grace_seconds if self.settings.preemption_enabled else None
         with SCHEDULER_PASS_SECONDS.labels("placement").time(), self.sessions() as session:
             result = place_queued_jobs(session, utcnow(), preemption_grace_seconds=grace)
@@ -144,6 +151,16 @@ class Scheduler:
                     log.info("job %s -> %s", work.job_id, applied.job_status, extra=ids)
                 for note in applied.notes:
                     log.info("attempt %s: %s", work.attempt_id, note, extra=ids)
+
+    def sweep_bundles(self) -> None:
+        """Deletes the code bundles nothing needs any more, and the unpacked
+        copies this scheduler has not launched from for a while."""
+        retention = timedelta(days=self.settings.bundle_retention_days)
+        with self.sessions() as session:
+            deleted = bundle_service.delete_unused_bundles(session, utcnow(), retention)
+        pruned = self.bundles.prune(idle_for=min(retention, BUNDLE_CACHE_IDLE))
+        if deleted or pruned:
+            log.info("deleted %d unused code bundles, %d unpacked copies", deleted, pruned)
 
     def check_clusters(self) -> None:
         """Probe clusters not checked recently; placement uses only READY ones."""

@@ -1,22 +1,24 @@
 """Code bundles: uploaded by project members, named by jobs' ``entrypoint.code``,
-read back by the scheduler when it launches such a job."""
+read back by the scheduler when it launches such a job, and deleted once no
+unfinished job names them and nobody has used them for the retention period."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from trainplane.code_bundles import BundleError, check_bundle
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import CodeBundle, Project
+from trainplane.db.models import CodeBundle, Job, Project
 from trainplane.errors import InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.jobs.states import TERMINAL_STATUSES
 from trainplane.services.access import Caller, Role
 
 
@@ -46,7 +48,9 @@ def upload_bundle(session: Session, caller: Caller, project_name: str, data: byt
             caller.require(project.id, Role.MEMBER, "uploading code")
             existing = _find(session, project.id, summary.digest)
             if existing is not None:
+                existing.last_used_at = utcnow()
                 return Upload(_view(existing, project.name), created=False)
+            now = utcnow()
             row = CodeBundle(
                 id=new_id(),
                 project_id=project.id,
@@ -55,7 +59,8 @@ def upload_bundle(session: Session, caller: Caller, project_name: str, data: byt
                 files=summary.files,
                 content=data,
                 created_by=caller.subject,
-                created_at=utcnow(),
+                created_at=now,
+                last_used_at=now,
             )
             session.add(row)
             session.flush()
@@ -79,9 +84,12 @@ def get_bundle(session: Session, caller: Caller, project_name: str, digest: str)
         return _view(row, project.name)
 
 
-def check_spec_code(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
+def check_spec_code(
+    session: Session, spec: TrainSpec | FinetuneSpec, *, used_at: datetime | None = None
+) -> None:
     """For submission and plans, once the caller's access to the project is
-    checked: ``entrypoint.code`` must name a bundle of the job's project."""
+    checked: ``entrypoint.code`` must name a bundle of the job's project. A
+    submission passes ``used_at``, which keeps the bundle from the sweep."""
     entrypoint = getattr(spec, "entrypoint", None)
     if entrypoint is None or entrypoint.code is None:
         return
@@ -91,6 +99,10 @@ def check_spec_code(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
         .join(Project, Project.id == CodeBundle.project_id)
         .where(Project.name == project_name, CodeBundle.digest == digest)
     )
+    if found is not None and used_at is not None:
+        session.execute(
+            update(CodeBundle).where(CodeBundle.id == found).values(last_used_at=used_at)
+        )
     if found is None:
         raise InvalidInputError(
             "entrypoint.code",
@@ -107,6 +119,39 @@ def bundle_content(session: Session, project_name: str, digest: str) -> bytes | 
             .join(Project, Project.id == CodeBundle.project_id)
             .where(Project.name == project_name, CodeBundle.digest == digest)
         )
+
+
+def delete_unused_bundles(session: Session, now: datetime, retention: timedelta) -> int:
+    """Deletes the bundles last used before ``now - retention`` that no
+    unfinished job names (a queued or restarting job launches from its
+    bundle again); returns how many went. A submission that names one of them
+    meanwhile refreshes its ``last_used_at``, and the delete's own condition
+    on it keeps that bundle."""
+    cutoff = now - retention
+    with session.begin():
+        stale = session.execute(
+            select(CodeBundle.id, CodeBundle.project_id, CodeBundle.digest).where(
+                CodeBundle.last_used_at < cutoff
+            )
+        ).all()
+        if not stale:
+            return 0
+        named = {
+            (project_id, (spec.get("entrypoint") or {}).get("code"))
+            for project_id, spec in session.execute(
+                select(Job.project_id, Job.spec).where(
+                    Job.status.not_in([status.value for status in TERMINAL_STATUSES]),
+                    Job.project_id.in_({row.project_id for row in stale}),
+                )
+            )
+        }
+        unused = [row.id for row in stale if (row.project_id, row.digest) not in named]
+        if not unused:
+            return 0
+        deleted = session.execute(
+            delete(CodeBundle).where(CodeBundle.id.in_(unused), CodeBundle.last_used_at < cutoff)
+        )
+        return deleted.rowcount or 0
 
 
 def _visible_project(session: Session, caller: Caller, name: str) -> Project:

@@ -106,7 +106,7 @@ def submit_job(
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
             job.project = _insert_job(session, caller, job, spec.project)
-            check_spec_code(session, spec)
+            check_spec_code(session, spec, used_at=now)
             check_quota_can_hold(session, job.project.id, spec)
             record_submission(session, job, actor=caller.subject)
             if job.strategy_reason:
