@@ -96,7 +96,11 @@ def test_a_killed_head_loses_the_attempt_and_the_job_runs_again_when_it_is_back(
     logs = api.get(f"/v1/jobs/{job_id}/logs", params={"attempt": 2}).text
     assert "second run" in logs
     history = [e["to_status"] for e in api.get(f"/v1/jobs/{job_id}/events").json()["items"]]
-    assert history[-6:] == ["RUNNING", "RESTARTING", "QUEUED", "STARTING", "RUNNING", "SUCCEEDED"]
+    # The second run is quick: it may end before the scheduler saw it RUNNING.
+    assert history[-6:] in (
+        ["RUNNING", "RESTARTING", "QUEUED", "STARTING", "RUNNING", "SUCCEEDED"],
+        ["STARTING", "RUNNING", "RESTARTING", "QUEUED", "STARTING", "SUCCEEDED"],
+    ), history
 
 
 def test_a_killed_head_fails_a_job_with_no_restart_left(api, fast_settings, db_url, doomed_head):
