@@ -85,17 +85,11 @@ def build_bundle(files: Iterable[tuple[str, bytes]], *, executable: Collection[s
     return buffer.getvalue()
 
 
-def folder_files(root: Path) -> list[tuple[str, bytes]]:
-    """A working folder's files, as ``build_bundle`` takes them: everything
-    below ``root`` but SKIPPED_NAMES and ``*.pyc``. A symlinked file goes in
+def bundle_of_folder(root: Path) -> bytes:
+    """The bundle of a working folder: everything below ``root`` but
+    SKIPPED_NAMES and ``*.pyc``, execute bits kept. A symlinked file goes in
     with its target's content; symlinked folders are not followed. Raises
     BundleError, naming the biggest files, once the limits are passed."""
-    return [(entry.name, entry.path.read_bytes()) for entry in _folder_entries(root)]
-
-
-def bundle_of_folder(root: Path) -> bytes:
-    """The bundle of ``root``'s files (see ``folder_files``), execute bits
-    kept, within MAX_BUNDLE_BYTES."""
     entries = _folder_entries(root)
     files = [(entry.name, entry.path.read_bytes()) for entry in entries]
     executable = {entry.name for entry in entries if entry.executable}
@@ -126,9 +120,12 @@ def _folder_entries(root: Path) -> list[_FolderEntry]:
             path = Path(folder, name)
             if name in SKIPPED_NAMES or name.endswith(".pyc") or not path.is_file():
                 continue  # sockets, broken links and the like are no code
-            mode = path.stat().st_mode
+            status = path.stat()
             entry = _FolderEntry(
-                path.relative_to(root).as_posix(), path, path.stat().st_size, bool(mode & 0o111)
+                path.relative_to(root).as_posix(),
+                path,
+                status.st_size,
+                bool(status.st_mode & 0o111),
             )
             found.append(entry)
             total += entry.size

@@ -242,21 +242,14 @@ def submit(
     except SpecFileError as exc:
         raise result.finish(EXIT_USAGE, str(exc)) from None
     client = State.client()
-    if upload:
-        try:
-            spec = upload_working_dir(client, spec)
-        except UploadError as exc:
-            raise result.finish(EXIT_USAGE, str(exc)) from None
-        except ApiError as exc:
-            result.errors = exc.errors
-            code = exit_code_for(exc)
-            raise result.finish(
-                code, str(exc), "refused" if code == EXIT_FAILED else None
-            ) from None
-    # After the upload: the same files make the same digest, so the same key.
-    result.idempotency_key = _choose_key(spec, idempotency_key, no_idempotency_key)
     try:
+        if upload:
+            spec = upload_working_dir(client, spec)
+        # After the upload: the same files make the same digest, so the same key.
+        result.idempotency_key = _choose_key(spec, idempotency_key, no_idempotency_key)
         job, created = _post_job(client, spec, result.idempotency_key)
+    except UploadError as exc:
+        raise result.finish(EXIT_USAGE, str(exc)) from None
     except ApiError as exc:
         result.errors = exc.errors
         code = exit_code_for(exc)

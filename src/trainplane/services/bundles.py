@@ -99,15 +99,15 @@ def check_spec_code(
         .join(Project, Project.id == CodeBundle.project_id)
         .where(Project.name == project_name, CodeBundle.digest == digest)
     )
-    if found is not None and used_at is not None:
-        session.execute(
-            update(CodeBundle).where(CodeBundle.id == found).values(last_used_at=used_at)
-        )
     if found is None:
         raise InvalidInputError(
             "entrypoint.code",
             f"project '{project_name}' has no bundle {digest}; upload it first with "
             f"POST /v1/projects/{project_name}/bundles",
+        )
+    if used_at is not None:
+        session.execute(
+            update(CodeBundle).where(CodeBundle.id == found).values(last_used_at=used_at)
         )
 
 
