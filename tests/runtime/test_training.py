@@ -51,8 +51,15 @@ class Service:
         self.http = httpx.Client(base_url=url, timeout=30)
         self.uninterrupted: dict[str, dict[int, float]] = {}
 
-    def submit(self, strategy: str, *, sleep: float = 0.0, **spec: Any) -> str:
-        env = {"AWS_ENDPOINT_URL_S3": self.s3_endpoint, **S3_CREDENTIALS}
+    def submit(
+        self,
+        strategy: str,
+        *,
+        sleep: float = 0.0,
+        env: dict[str, str] | None = None,
+        **spec: Any,
+    ) -> str:
+        env = {"AWS_ENDPOINT_URL_S3": self.s3_endpoint, **S3_CREDENTIALS, **(env or {})}
         body = {
             "kind": "train",
             "name": f"mlp-{strategy}",
@@ -335,11 +342,13 @@ def test_sharded_checkpoints_on_s3_resume_exactly(
 # --- preemption ----------------------------------------------------------------------
 
 
-def _submit_command(service: Service, name: str, code: str, **spec: Any) -> str:
+def _submit_command(
+    service: Service, name: str, code: str, *, env: dict[str, str] | None = None, **spec: Any
+) -> str:
     body = {
         "kind": "train",
         "name": name,
-        "entrypoint": {"command": ["python", "-c", code]},
+        "entrypoint": {"command": ["python", "-c", code], "env": env or {}},
         "resources": {"gpus": 2},
         **spec,
     }
@@ -436,3 +445,35 @@ def test_a_preempted_job_that_does_not_stop_by_itself_is_stopped_after_the_grace
     finally:
         service.http.post(f"/v1/jobs/{low}/cancel")
     assert service.wait(low)["status"] == "CANCELLED"
+
+
+def test_workers_the_cluster_cannot_place_fail_the_attempt_saying_why(
+    service: Service, ray_head: LocalRayHead
+) -> None:
+    """Something trainplane did not start holds the slots the scheduler counts
+    as free. Both kinds of gang (Ray Train's, for a function; trainplane's
+    own, for a command) wait their start timeout, then the attempt fails with
+    that reason: before, Ray Train retried forever and the job sat RUNNING."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    ray = JobSubmissionClient(ray_head.address)
+    squatter = ray.submit_job(entrypoint="sleep 600", entrypoint_num_cpus=2)
+    try:
+        wait_for(
+            lambda: ray.get_job_status(squatter) == JobStatus.RUNNING, 60, "the squatter to run"
+        )
+        quick_start = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "5"}
+        no_restarts = {"max_restarts": 0, "backoff_seconds": 0}
+        function_job = service.submit("ddp", env=quick_start, retries=no_restarts)
+        function_detail = service.wait(function_job, timeout=180)
+        command_job = _submit_command(
+            service, "placed-never", "print('the rank ran')", env=quick_start, retries=no_restarts
+        )
+        command_detail = service.wait(command_job, timeout=180)
+    finally:
+        ray.stop_job(squatter)
+        wait_for(lambda: ray.get_job_status(squatter).is_terminal(), 30, "the squatter to stop")
+    for detail in (function_detail, command_detail):
+        assert detail["status"] == "FAILED", detail
+        assert "the cluster did not place the 2 workers within 5s" in detail["reason"], detail
+    assert "] the rank ran" not in _attempt_log(service, command_job, 1)  # no rank started

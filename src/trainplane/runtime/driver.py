@@ -22,7 +22,12 @@ from trainplane.recipes import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
-from trainplane.runtime.processes import die_with_parent, exit_when_orphaned, forward_output
+from trainplane.runtime.processes import (
+    EXIT_ORPHANED,
+    OrphanWatch,
+    die_with_parent,
+    forward_output,
+)
 from trainplane.runtime.ray_train import failure_cause
 
 # The driver's own failures, distinct from a user command's exit code.
@@ -41,7 +46,13 @@ def command_of(entrypoint: dict[str, Any]) -> list[str] | None:
 
 
 def main() -> int:
-    exit_when_orphaned()
+    watch = OrphanWatch(_supervisor_pid() or os.getppid())
+    if watch.orphaned():
+        # The attempt was stopped before we got here (its supervisor is gone):
+        # start nothing that no one would ever stop.
+        print("trainplane: the job's supervisor is gone before the start; stopping", flush=True)
+        return EXIT_ORPHANED
+    watch.start()
     try:
         spec = json.loads(os.environ[tp_env.SPEC])
         accelerator = os.environ.get(tp_env.ACCELERATOR, "cpu")
@@ -81,7 +92,7 @@ def main() -> int:
 
     import ray
 
-    from trainplane.runtime.workers import WorkerGroup
+    from trainplane.runtime.workers import PlacementTimeout, WorkerGroup, start_timeout
 
     ray.init(log_to_driver=True, logging_level=logging.WARNING)
     print(
@@ -89,16 +100,28 @@ def main() -> int:
         f"({backend}) on {shape.nodes} node(s)",
         flush=True,
     )
-    group = WorkerGroup(shape)
+    group = WorkerGroup(shape, ready_timeout=start_timeout())
+    watch.add_cleanup(group.stop)
     try:
         group.start()
         code = group.run(argv, common_env)
+    except PlacementTimeout as exc:
+        print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
+        return EXIT_TRAINING_FAILED
     finally:
         group.stop()
     # Worker output reaches this log through Ray's log monitor, a moment behind.
     time.sleep(LOG_GRACE_SECONDS)
     print(f"trainplane: workers finished with exit code {code}", flush=True)
     return code
+
+
+def _supervisor_pid() -> int | None:
+    """Our parent's pid as the entrypoint saw it; None when run by hand."""
+    try:
+        return int(os.environ[tp_env.SUPERVISOR_PID])
+    except (KeyError, ValueError):
+        return None
 
 
 def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:

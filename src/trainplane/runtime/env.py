@@ -13,6 +13,9 @@ ATTEMPT_TOKEN = "TRAINPLANE_ATTEMPT_TOKEN"  # authenticates this attempt's progr
 CHECKPOINT_DIR = "TRAINPLANE_CHECKPOINT_DIR"  # <storage>/<project>/<job-id>/checkpoints
 MODEL_DIR = "TRAINPLANE_MODEL_DIR"  # <storage>/<project>/<job-id>/model, for register_model
 RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt may use
+# Set by the attempt's entrypoint: the pid of Ray's job supervisor, the
+# driver's parent (the driver ends itself when that parent is gone).
+SUPERVISOR_PID = "TRAINPLANE_SUPERVISOR_PID"
 # Optional, for runs without a control plane: rank 0 appends its metrics here.
 METRICS_FILE = "TRAINPLANE_METRICS_FILE"
 

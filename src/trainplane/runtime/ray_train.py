@@ -122,6 +122,15 @@ def failure_cause(exc: BaseException) -> str:
         first = failures[min(failures, key=order)]
         # Ray may hand it back wrapped with its traceback: args[0] is ours.
         return str(first.args[0]) if isinstance(first, RankFailed) else describe(first)
+    controller_failure = getattr(exc, "controller_failure", None)
+    if controller_failure is not None:
+        # Matched by name: the class lives in Ray Train's private modules.
+        if type(controller_failure).__name__ == "WorkerGroupStartupTimeoutError":
+            from trainplane.runtime.workers import placement_timeout_message, start_timeout
+
+            workers = getattr(controller_failure, "num_workers", 0)
+            return placement_timeout_message(workers, start_timeout())
+        return describe(controller_failure)
     return describe(exc)
 
 
@@ -166,7 +175,12 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
             # the job's storage through trainplane.
             storage_path=storage_path,
             storage_filesystem=storage_filesystem,
-            failure_config=FailureConfig(max_failures=restarts_left),
+            # A worker group the cluster cannot place is a controller failure
+            # Ray Train would retry forever (every start timeout), leaving the
+            # attempt RUNNING with nothing running: it gets the same budget.
+            failure_config=FailureConfig(
+                max_failures=restarts_left, controller_failure_limit=restarts_left
+            ),
         ),
     )
     trainer.fit()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from typing import Any
 
 import ray
@@ -19,6 +20,32 @@ from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, forward_output
+
+# How long a gang waits for the cluster to place its workers: Ray Train's knob
+# and default, so that a train function's gang and a command's wait alike.
+START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+DEFAULT_START_TIMEOUT = 60.0
+
+
+class PlacementTimeout(RuntimeError):
+    """The cluster did not place the gang's workers in time."""
+
+
+def start_timeout() -> float:
+    try:
+        return float(os.environ.get(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT))
+    except ValueError:
+        return DEFAULT_START_TIMEOUT
+
+
+def placement_timeout_message(workers: int, waited: float) -> str:
+    """Why an attempt whose workers were never placed failed. The scheduler
+    counted those slots as free, so whatever holds them is not trainplane's."""
+    return (
+        f"the cluster did not place the {workers} workers within {waited:.0f}s "
+        f"(something trainplane did not start may be holding their slots; {START_TIMEOUT_ENV} "
+        "sets the wait)"
+    )
 
 
 @ray.remote
@@ -53,11 +80,17 @@ class WorkerGroup:
         self.ready_timeout = ready_timeout
         self.group: PlacementGroup | None = None
         self.actors: list[Any] = []
+        self._stop_lock = threading.Lock()
 
     def start(self) -> None:
         bundles, strategy = self.shape.bundles()
         self.group = placement_group(bundles, strategy=strategy)
-        ray.get(self.group.ready(), timeout=self.ready_timeout)
+        try:
+            ray.get(self.group.ready(), timeout=self.ready_timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise PlacementTimeout(
+                placement_timeout_message(self.shape.workers, self.ready_timeout or 0)
+            ) from None
         per_node = self.shape.workers_per_node or 1
         for rank in range(self.shape.workers):
             bundle = rank // per_node if self.shape.workers_per_node else rank
@@ -106,7 +139,12 @@ class WorkerGroup:
         return 0
 
     def stop(self) -> None:
-        for actor in self.actors:
+        """Kill the ranks and free their placement group. Safe to call twice,
+        from two threads: the driver's own exit and its orphan watch."""
+        with self._stop_lock:
+            actors, self.actors = self.actors, []
+            group, self.group = self.group, None
+        for actor in actors:
             ray.kill(actor)
-        if self.group is not None:
-            remove_placement_group(self.group)
+        if group is not None:
+            remove_placement_group(group)

@@ -10,7 +10,11 @@ from typing import Any
 
 from trainplane.runtime import env as tp_env
 
-DRIVER_ENTRYPOINT = "python -m trainplane.runtime.driver"
+# Ray runs the entrypoint with ``sh -c``. ``exec`` makes the driver the very
+# process Ray's supervisor started, so a stop's SIGTERM reaches it even while
+# Python is still starting (a shell in between would take the signal and leave
+# the driver running, unseen); $PPID names that supervisor to the driver.
+DRIVER_ENTRYPOINT = f'exec env {tp_env.SUPERVISOR_PID}="$PPID" python -m trainplane.runtime.driver'
 
 
 @dataclass(frozen=True)
