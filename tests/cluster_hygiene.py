@@ -10,7 +10,12 @@ left it."""
 
 from __future__ import annotations
 
+import os
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 ALIVE = [("state", "=", "ALIVE")]
 # A placement group in any of these holds (or is about to hold) worker slots.
@@ -41,12 +46,12 @@ def stop_leftovers(address: str, *, timeout: float = 90) -> list[str]:
             if job.submission_id and not job.status.is_terminal()
         ]
         actors = [
-            actor.class_name
+            f"{actor.class_name} (job {actor.job_id}, pid {actor.pid})"
             for actor in list_actors(address=address, filters=ALIVE, detail=True)
             if not actor.is_detached
         ]
         groups = [
-            group.placement_group_id
+            f"{group.placement_group_id} (job {group.creator_job_id})"
             for group in list_placement_groups(address=address, detail=True)
             if group.state in HOLDING and not group.is_detached
         ]
@@ -55,6 +60,25 @@ def stop_leftovers(address: str, *, timeout: float = 90) -> list[str]:
         if time.monotonic() > deadline:
             raise ClusterNotIdle(
                 f"the Ray head is still busy {timeout:.0f}s after stopping what was left: "
-                f"jobs {unfinished}, actors {actors}, placement groups {groups}"
+                f"jobs {unfinished}, actors {actors}, placement groups {groups}; "
+                f"drivers: {_drivers(client)}"
             )
         time.sleep(0.5)
+
+
+def _drivers(client: JobSubmissionClient) -> list[str]:
+    """Each submitted job's Ray job id, status and whether its driver process
+    still exists (the head is local), to match the leftovers' job ids with: a
+    driver that outlived its STOPPED job once held a gang's actors this way."""
+    described = []
+    for job in client.list_jobs():
+        pid = (job.driver_info.pid if job.driver_info else None) or ""
+        alive = ""
+        if pid:
+            try:
+                os.kill(int(pid), 0)
+                alive = " driver alive"
+            except (ProcessLookupError, PermissionError, ValueError):
+                alive = " driver gone"
+        described.append(f"{job.job_id}={job.status} pid {pid}{alive}")
+    return described
