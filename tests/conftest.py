@@ -69,7 +69,8 @@ def _backends() -> tuple[str, ...]:
 # Tests that run Ray clusters, training, a browser or benchmarks: CPU-bound and
 # memory-hungry, so scripts/test runs them one at a time, after the others
 # (which it runs two at a time). Any test on the shared Ray head is one; so is
-# every test in these folders and modules.
+# every test in these folders and modules, unless its module is marked
+# ``ray_free`` (a unit test that merely lives next to the runtime it tests).
 CLUSTER_TESTS = (
     "tests/chaos/",
     "tests/runtime/",
@@ -85,7 +86,11 @@ CLUSTER_TESTS = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(REPO_ROOT).as_posix()
-        if where.startswith(CLUSTER_TESTS) or "ray_head" in getattr(item, "fixturenames", ()):
+        on_the_head = "ray_head" in getattr(item, "fixturenames", ())
+        in_a_cluster_folder = where.startswith(CLUSTER_TESTS) and not item.get_closest_marker(
+            "ray_free"
+        )
+        if on_the_head or in_a_cluster_folder:
             item.add_marker(pytest.mark.cluster)
 
 

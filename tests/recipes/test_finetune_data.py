@@ -18,6 +18,8 @@ from trainplane.recipes.finetune.recipe import lr_factor, total_steps
 from trainplane.storage.backends import s3_client
 from trainplane.testing.tiny_models import write_jsonl
 
+pytestmark = pytest.mark.ray_free
+
 
 @pytest.fixture(scope="module")
 def tokenizer(finetune_files):

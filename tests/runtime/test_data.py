@@ -10,6 +10,8 @@ from torch.utils.data import TensorDataset
 
 from trainplane.runtime.data import ResumableLoader
 
+pytestmark = pytest.mark.ray_free
+
 DATASET = TensorDataset(torch.arange(103))
 
 

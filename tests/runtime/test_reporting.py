@@ -13,6 +13,8 @@ import pytest
 
 from trainplane.runtime.reporting import ProgressReporter
 
+pytestmark = pytest.mark.ray_free
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -16,6 +16,8 @@ from trainplane.runtime import env as tp_env
 from trainplane.runtime import results
 from trainplane.runtime.results import ResultNotDelivered, ResultSender
 
+pytestmark = pytest.mark.ray_free
+
 
 class ControlPlane:
     """Answers every PUT with ``status`` and counts them."""

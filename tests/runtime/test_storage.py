@@ -11,6 +11,8 @@ import pytest
 from trainplane.storage import checkpoints as layout
 from trainplane.storage.backends import S3Storage, Storage, StorageError, open_storage
 
+pytestmark = pytest.mark.ray_free
+
 
 @pytest.fixture(params=["local", "s3"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:

@@ -16,6 +16,8 @@ from trainplane.scheduler.launch import launch_request, resuming_spec
 from trainplane.scheduler.steps import is_stuck
 from trainplane.services.attempts import AttemptWork
 
+pytestmark = pytest.mark.ray_free
+
 
 def _spec(**overrides):
     return parse_spec(small_spec(**overrides)).model_dump(mode="json")
