@@ -20,9 +20,10 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 _DIGEST = re.compile(DIGEST_PATTERN)
@@ -101,6 +102,30 @@ def bundle_of_folder(root: Path) -> bytes:
             "read it from storage"
         )
     return data
+
+
+def bundle_of_spec(spec: Mapping[str, Any]) -> tuple[Path, bytes]:
+    """The folder a spec's code is uploaded from, its ``entrypoint.working_dir``
+    (made absolute by whoever read the spec file), and that folder's bundle.
+    Raises BundleError naming the field."""
+    entrypoint = spec.get("entrypoint")
+    if not isinstance(entrypoint, Mapping):
+        raise BundleError("the spec has no entrypoint whose code to upload")
+    if entrypoint.get("code"):
+        raise BundleError("entrypoint.code already names an uploaded bundle")
+    folder = Path(str(entrypoint.get("working_dir") or "."))
+    if not folder.is_dir():
+        raise BundleError(f"entrypoint.working_dir {folder} is not a folder")
+    try:
+        return folder, bundle_of_folder(folder)
+    except BundleError as exc:
+        raise BundleError(f"entrypoint.working_dir: {exc}") from None
+
+
+def spec_with_bundle(spec: Mapping[str, Any], digest: str) -> dict[str, Any]:
+    """``spec`` running in the uploaded bundle ``digest`` instead of its working_dir."""
+    entrypoint = {key: value for key, value in spec["entrypoint"].items() if key != "working_dir"}
+    return {**spec, "entrypoint": {**entrypoint, "code": digest}}
 
 
 @dataclass(frozen=True)

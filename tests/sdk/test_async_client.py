@@ -5,6 +5,7 @@ and the error mapping."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ import pytest
 import trainplane
 from tests.fuzz.live_server import BOOTSTRAP_TOKEN
 from tests.sdk.conftest import spec
+from trainplane.code_bundles import bundle_of_folder
 from trainplane.net import free_port
 from trainplane.sdk.models import Job, JobStatus
 
@@ -166,3 +168,19 @@ def test_the_environment_names_the_server_and_token(live_server, monkeypatch):
             return (await client.whoami()).everywhere
 
     assert asyncio.run(whoami()) == "admin"
+
+
+def test_submit_with_upload(as_admin, project, tmp_path):
+    (tmp_path / "train.py").write_text(f"print({uuid.uuid4().int})\n")
+    entrypoint = {"command": ["python", "train.py"], "working_dir": str(tmp_path)}
+
+    async def scenario(client: trainplane.AsyncClient) -> Job:
+        return await client.submit(
+            spec(f"async-up-{uuid.uuid4().hex[:8]}", project, entrypoint=entrypoint), upload=True
+        )
+
+    job = as_admin(scenario)
+
+    digest = "sha256:" + hashlib.sha256(bundle_of_folder(tmp_path)).hexdigest()
+    assert job.spec["entrypoint"]["code"] == digest
+    assert job.spec["entrypoint"]["working_dir"] == "."  # the bundle itself, no local path

@@ -15,7 +15,7 @@ import yaml
 import trainplane
 from tests.fuzz.live_server import BOOTSTRAP_TOKEN
 from tests.sdk.conftest import spec
-from trainplane.code_bundles import build_bundle
+from trainplane.code_bundles import build_bundle, bundle_of_folder
 from trainplane.jobs.spec import parse_spec
 from trainplane.net import free_port
 from trainplane.sdk.installation_models import Cluster, TokenCreated
@@ -58,6 +58,39 @@ def test_a_spec_file_a_spec_model_overrides_and_project(admin, project, tmp_path
     assert (from_model.name, from_model.priority) == ("from-model", "high")
     with pytest.raises(ValueError, match="expected key=value"):
         admin.submit(spec("x", project), overrides=["no-equals-sign"])
+
+
+def test_submit_with_upload_runs_the_job_in_a_bundle_of_its_working_dir(admin, project, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(f"print({uuid.uuid4().int})\n")
+    (code / "run.sh").write_text("#!/bin/sh\npython train.py\n")
+    (code / "run.sh").chmod(0o755)
+    path = tmp_path / "job.yaml"
+    entrypoint = {"command": ["./run.sh"], "working_dir": "code"}
+    path.write_text(yaml.safe_dump(spec(unique("uploaded"), project, entrypoint=entrypoint)))
+
+    job = admin.submit(path, upload=True)
+
+    assert (
+        job.spec["entrypoint"]["code"]
+        == "sha256:" + hashlib.sha256(bundle_of_folder(code)).hexdigest()
+    )
+    assert job.spec["entrypoint"]["working_dir"] == "."  # the bundle itself, no local path
+    assert admin.bundle(project, job.spec["entrypoint"]["code"]).files == 2
+
+
+def test_submit_with_upload_refuses_a_spec_without_a_folder_and_submits_nothing(
+    admin, project, tmp_path
+):
+    name = unique("not-uploaded")
+    missing = {"command": ["python", "train.py"], "working_dir": str(tmp_path / "gone")}
+    with pytest.raises(ValueError, match=r"entrypoint\.working_dir .*gone is not a folder"):
+        admin.submit(spec(name, project, entrypoint=missing), upload=True)
+    already = {"command": ["python", "train.py"], "code": "sha256:" + "0" * 64}
+    with pytest.raises(ValueError, match=r"entrypoint\.code already names"):
+        admin.submit(spec(name, project, entrypoint=already), upload=True)
+    assert admin.list_jobs(project=project, name=name).items == []
 
 
 def test_an_idempotency_key_returns_the_same_job_and_refuses_another_spec(admin, project):

@@ -6,12 +6,11 @@ bundle, so paths relative to the working folder still work."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from trainplane.cli.client import ApiClient
 from trainplane.cli.common import say
-from trainplane.code_bundles import BundleError, bundle_of_folder
+from trainplane.code_bundles import BundleError, bundle_of_spec, spec_with_bundle
 
 
 class UploadError(Exception):
@@ -21,18 +20,10 @@ class UploadError(Exception):
 def upload_working_dir(client: ApiClient, spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` with its ``entrypoint.working_dir`` (already absolute)
     uploaded and replaced by ``entrypoint.code``."""
-    entrypoint = spec.get("entrypoint")
-    if not isinstance(entrypoint, dict):
-        raise UploadError("--upload: the spec has no entrypoint whose code to upload")
-    if entrypoint.get("code"):
-        raise UploadError("--upload: entrypoint.code already names an uploaded bundle")
-    folder = Path(str(entrypoint.get("working_dir") or "."))
-    if not folder.is_dir():
-        raise UploadError(f"--upload: entrypoint.working_dir {folder} is not a folder")
     try:
-        bundle = bundle_of_folder(folder)
+        folder, bundle = bundle_of_spec(spec)
     except BundleError as exc:
-        raise UploadError(f"--upload: entrypoint.working_dir: {exc}") from None
+        raise UploadError(f"--upload: {exc}") from None
     project = spec.get("project") or "default"
     answer = client.request(
         "POST",
@@ -44,5 +35,4 @@ def upload_working_dir(client: ApiClient, spec: dict[str, Any]) -> dict[str, Any
         f"uploaded {folder} ({answer['files']} files, {answer['size_bytes'] >> 10} KiB zipped) "
         f"as {answer['digest']}"
     )
-    code = {key: value for key, value in entrypoint.items() if key != "working_dir"}
-    return {**spec, "entrypoint": {**code, "code": answer["digest"]}}
+    return spec_with_bundle(spec, answer["digest"])

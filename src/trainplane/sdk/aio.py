@@ -11,6 +11,7 @@ from typing import TypeVar, Unpack
 
 import httpx
 
+from trainplane.code_bundles import spec_with_bundle
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
@@ -58,7 +59,14 @@ class AsyncClient:
 
     # --- jobs ------------------------------------------------------------------
 
-    async def submit(self, spec: SpecInput, **options: Unpack[calls.SubmitOptions]) -> m.Job:
+    async def submit(
+        self, spec: SpecInput, *, upload: bool = False, **options: Unpack[calls.SubmitOptions]
+    ) -> m.Job:
+        """As ``Client.submit``."""
+        if upload:
+            document, project, bundle = calls.code_to_upload(spec, options)
+            uploaded = await self.upload_bundle(project, bundle)
+            spec = spec_with_bundle(document, uploaded.digest)
         return await self._run(calls.submit(spec, options))
 
     async def plan(self, spec: SpecInput, **options: Unpack[calls.SpecOptions]) -> m.Plan:

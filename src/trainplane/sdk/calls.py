@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
+from trainplane.code_bundles import bundle_of_spec
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
 from trainplane.sdk.specs import SpecInput, spec_document
@@ -111,6 +112,15 @@ def submit(spec: SpecInput, options: SubmitOptions) -> Call[m.Job]:
     key = options.get("idempotency_key")
     headers = {"Idempotency-Key": key} if key else {}
     return SUBMIT.call(json=_spec(spec, options), headers=headers)
+
+
+def code_to_upload(spec: SpecInput, options: SpecOptions) -> tuple[dict[str, Any], str, bytes]:
+    """For ``submit(upload=True)``: the spec's document, its project, and the
+    bundle of its ``entrypoint.working_dir``. Raises ValueError (a
+    BundleError) naming the field, before anything is sent."""
+    document = _spec(spec, options)
+    _, data = bundle_of_spec(document)
+    return document, document.get("project") or "default", data
 
 
 def plan(spec: SpecInput, options: SpecOptions) -> Call[m.Plan]:

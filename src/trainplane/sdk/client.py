@@ -14,6 +14,7 @@ from typing import TypeVar, Unpack
 
 import httpx
 
+from trainplane.code_bundles import spec_with_bundle
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
@@ -62,9 +63,17 @@ class Client:
 
     # --- jobs ------------------------------------------------------------------
 
-    def submit(self, spec: SpecInput, **options: Unpack[calls.SubmitOptions]) -> m.Job:
+    def submit(
+        self, spec: SpecInput, *, upload: bool = False, **options: Unpack[calls.SubmitOptions]
+    ) -> m.Job:
         """Submit a spec: a mapping, a ``trainplane.jobs.spec`` model, or a
-        YAML/JSON file's path (its relative paths resolve against its folder)."""
+        YAML/JSON file's path (its relative paths resolve against its folder).
+        ``upload=True`` first sends its ``entrypoint.working_dir`` as a code
+        bundle, and the job runs in that (``trainplane submit --upload``): for
+        a server or cluster that cannot see this machine's files."""
+        if upload:
+            document, project, bundle = calls.code_to_upload(spec, options)
+            spec = spec_with_bundle(document, self.upload_bundle(project, bundle).digest)
         return self._run(calls.submit(spec, options))
 
     def plan(self, spec: SpecInput, **options: Unpack[calls.SpecOptions]) -> m.Plan:
