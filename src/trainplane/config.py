@@ -45,6 +45,11 @@ class Settings(BaseSettings):
         description="Key that attempt tokens are derived from. Default: a random key "
         "generated once and kept in the database, so every replica agrees.",
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="When set, /metrics asks for `Authorization: Bearer <this>` "
+        "(Prometheus' `authorization` scrape setting). Unset: open, like the health probes.",
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Server logs: readable lines, or one JSON object per line."
     )
@@ -143,7 +148,7 @@ class Settings(BaseSettings):
         "up to this.",
     )
 
-    @field_validator("bootstrap_token", "secret_key")
+    @field_validator("bootstrap_token", "secret_key", "metrics_token")
     @classmethod
     def _refuse_weak_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is None:

@@ -140,6 +140,29 @@ def test_an_unreachable_database_is_reported_not_an_error(tmp_path) -> None:
     assert ("trainplane_jobs", frozenset({("status", "QUEUED")})) not in samples
 
 
+def test_with_a_metrics_token_a_scraper_must_send_it(tmp_path) -> None:
+    token = "scrape-" + "k" * 24
+    settings = Settings(home=tmp_path, metrics_token=token, bootstrap_token="admin-" + "a" * 24)
+    with TestClient(create_app(settings)) as api:
+        missing = api.get("/metrics")
+        wrong = api.get("/metrics", headers={"Authorization": "Bearer " + "x" * 30})
+        right = api.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+        # It opens /metrics only: it is no API token.
+        elsewhere = api.get("/v1/jobs", headers={"Authorization": f"Bearer {token}"})
+    for refused in (missing, wrong):
+        assert refused.status_code == 401
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert "TRAINPLANE_METRICS_TOKEN" in refused.json()["detail"]
+    assert right.status_code == 200 and "trainplane_database_up" in right.text
+    assert elsewhere.status_code == 401
+
+
+@pytest.mark.parametrize("weak", ["changeme", "short"])
+def test_a_weak_metrics_token_is_refused_at_start(tmp_path, weak: str) -> None:
+    with pytest.raises(ValueError, match="TRAINPLANE_METRICS_TOKEN must be at least"):
+        Settings(home=tmp_path, metrics_token=weak)
+
+
 def test_a_scheduler_pass_records_its_steps_and_the_queue_wait(
     api: TestClient, settings: Settings, session: Session
 ) -> None:
