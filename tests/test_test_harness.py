@@ -10,7 +10,7 @@ from pathlib import Path
 from ray.job_submission import JobStatus, JobSubmissionClient
 
 from tests import failure_logs
-from tests.cluster_hygiene import stop_leftovers
+from tests.cluster_hygiene import ALIVE, HOLDING, stop_leftovers
 
 
 def test_a_failure_report_carries_the_ends_of_the_logs_written_during_the_test(
@@ -96,8 +96,8 @@ def test_what_an_earlier_test_left_running_on_the_head_is_stopped(ray_head, tmp_
 
     assert [s.split()[0] for s in stopped] == [left]
     assert client.get_job_status(left) == JobStatus.STOPPED
-    alive = list_actors(address=ray_head.address, filters=[("state", "=", "ALIVE")], detail=True)
+    alive = list_actors(address=ray_head.address, filters=ALIVE, detail=True)
     assert [a.class_name for a in alive if not a.is_detached] == []
     groups = list_placement_groups(address=ray_head.address, detail=True)
-    assert [g for g in groups if g.state == "CREATED" and not g.is_detached] == []
+    assert [g for g in groups if g.state in HOLDING and not g.is_detached] == []
     assert stop_leftovers(ray_head.address) == []

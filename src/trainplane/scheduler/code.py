@@ -57,16 +57,15 @@ class BundleFolders:
         if not self.cache_dir.is_dir():
             return 0
         for entry in self.cache_dir.iterdir():
+            doomed = entry.with_name(f".removing-{entry.name}")
             with self._lock:
                 try:
-                    idle = entry.stat().st_mtime < cutoff and entry.is_dir()
+                    if not (entry.is_dir() and entry.stat().st_mtime < cutoff):
+                        continue
                     # Renamed first, so a launch never sees a half-removed folder.
-                    doomed = entry.with_name(f".removing-{entry.name}")
-                    if idle:
-                        entry.rename(doomed)
+                    entry.rename(doomed)
                 except OSError:
                     continue
-            if idle:
-                shutil.rmtree(doomed, ignore_errors=True)
-                removed += 1
+            shutil.rmtree(doomed, ignore_errors=True)
+            removed += 1
         return removed
