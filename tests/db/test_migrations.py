@@ -3,6 +3,7 @@ each backend, one head, and the CLI path a deployment uses."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,59 @@ def test_upgrades_run_one_at_a_time_under_a_lock(postgres_server, tmp_path):
         assert _tables(url) >= TABLES
     finally:
         engine.dispose()
+
+
+def test_owned_names_are_backfilled_from_earlier_jobs(fresh_url):
+    """Names used before ownership was kept belong to the first project that
+    used them: a model, an explicit experiment, and a project's default
+    experiment (its own name)."""
+    config = migrate.alembic_config(fresh_url)
+    command.upgrade(config, "b7c1e2d3f4a5")
+    engine = make_engine(fresh_url, single_use=True)
+    jobs = [
+        # (id, project, created, spec)
+        ("job1", "p-beta", "2026-01-01", {"register_model": {"name": "shared"}}),
+        ("job2", "p-alpha", "2026-01-02", {"register_model": {"name": "shared"}}),
+        ("job3", "p-alpha", "2026-01-03", {"tracking": {"experiment": "exp-a"}}),
+    ]
+    try:
+        with engine.begin() as connection:
+            for project_id, name in (("p-alpha", "alpha"), ("p-beta", "beta")):
+                connection.execute(
+                    text(
+                        "INSERT INTO projects (id, name, description, created_at, weight) "
+                        "VALUES (:id, :name, '', '2026-01-01', 1)"
+                    ),
+                    {"id": project_id, "name": name},
+                )
+            for job_id, project_id, created, spec in jobs:
+                connection.execute(
+                    text(
+                        "INSERT INTO jobs (id, project_id, name, kind, status, reason, priority, "
+                        "gpus, strategy, strategy_reason, spec, spec_hash, submitted_by, "
+                        "created_at, updated_at) VALUES (:id, :project_id, 'j', 'train', "
+                        "'SUCCEEDED', '', 50, 1, 'ddp', '', :spec, 'h', 'me', :created, :created)"
+                    ),
+                    {
+                        "id": job_id,
+                        "project_id": project_id,
+                        "spec": json.dumps(spec),
+                        "created": created,
+                    },
+                )
+        command.upgrade(config, "head")
+        with engine.connect() as connection:
+            owners = {
+                (kind, name): project_id
+                for kind, name, project_id in connection.execute(
+                    text("SELECT kind, name, project_id FROM owned_names")
+                )
+            }
+    finally:
+        engine.dispose()
+    assert owners == {
+        ("model", "shared"): "p-beta",
+        ("experiment", "beta"): "p-beta",
+        ("experiment", "alpha"): "p-alpha",
+        ("experiment", "exp-a"): "p-alpha",
+    }

@@ -1,6 +1,7 @@
 """ORM models: projects, jobs, job attempts, job events, job metrics, the
 MLflow tracking state of jobs, code bundles, function results, clusters,
-server secrets, API tokens and their grants, and the audit trail.
+project secrets, owned model and experiment names, server secrets, API
+tokens and their grants, and the audit trail.
 
 A job keeps its full validated spec as a JSON document; the columns next to it
 repeat the few fields that queries filter or order by (status, project, name,
@@ -59,6 +60,10 @@ class Project(Base):
     gpu_hours_per_month: Mapped[float | None] = mapped_column(Float)
     # Fair share: GPUs go to the project with the fewest in use per weight.
     weight: Mapped[float] = mapped_column(Float, default=1.0, server_default="1")
+    # The project's storage root (an absolute path or s3://bucket/prefix), set
+    # by an installation admin; NULL: <the server's default storage>/<name>.
+    # Every job folder and resumed checkpoint of the project lies under it.
+    storage: Mapped[str | None] = mapped_column(String(1024))
 
 
 class Job(Base):
@@ -105,6 +110,10 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # When a RESTARTING job's backoff ends and it may be queued again.
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The job's own folder (checkpoints/ and model/ below it), fixed at submit
+    # under its project's storage root, so a later change of that root never
+    # moves a job's checkpoints. NULL for jobs submitted before it was kept.
+    folder: Mapped[str | None] = mapped_column(String(1024))
 
     project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
 
@@ -316,6 +325,43 @@ class Cluster(Base):
     checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProjectSecret(Base):
+    """A write-only value a project's jobs receive as an environment variable
+    (``entrypoint.secrets``). Only its ciphertext is kept (services.secrets),
+    and no API answer ever carries it."""
+
+    __tablename__ = "project_secrets"
+    __table_args__ = (UniqueConstraint("project_id", "key"),)
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(128))
+    ciphertext: Mapped[bytes] = mapped_column(LargeBinary)
+    created_by: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_by: Mapped[str] = mapped_column(String(255))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+OWNED_NAME_KINDS = ["model", "experiment"]
+
+
+class OwnedName(Base):
+    """A registered model name or MLflow experiment, and the project that owns
+    it: the first project to name it in a submitted job. Jobs of other
+    projects may not name it, and the tracking loops do not touch it for them."""
+
+    __tablename__ = "owned_names"
+    __table_args__ = (CheckConstraint(_in_list("kind", OWNED_NAME_KINDS), name="kind"),)
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ServerSecret(Base):
