@@ -101,6 +101,14 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
 
+    # What specs may name on this machine (DESIGN.md "Trust boundaries").
+    server_paths: str | None = Field(
+        default=None,
+        description="Colon-separated folders of this machine whose files specs may name "
+        "(entrypoint.working_dir, base_model, dataset). Default: none; clients upload "
+        "instead. Never anything under `home`.",
+    )
+
     # Runs.
     checkpoint_storage: str | None = Field(
         default=None,
@@ -174,6 +182,23 @@ class Settings(BaseSettings):
             return value.rstrip("/") or "/"
         raise ValueError(
             "TRAINPLANE_CHECKPOINT_STORAGE must be an absolute path or s3://bucket/prefix"
+        )
+
+    @field_validator("server_paths")
+    @classmethod
+    def _server_paths(cls, value: str | None) -> str | None:
+        for root in (value or "").split(":"):
+            if root and not os.path.isabs(root):
+                raise ValueError(
+                    f"TRAINPLANE_SERVER_PATHS: {root!r} is not an absolute path "
+                    "(list absolute folders, separated by ':')"
+                )
+        return value
+
+    @property
+    def server_path_roots(self) -> tuple[str, ...]:
+        return tuple(
+            os.path.normpath(root) for root in (self.server_paths or "").split(":") if root
         )
 
     @property

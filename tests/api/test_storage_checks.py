@@ -163,5 +163,5 @@ def test_an_unusable_server_default_storage_is_an_upstream_error(
     with TestClient(create_app(broken)) as api:
         answer = api.post("/v1/jobs", json=small_spec("default", gpus=1))
     assert answer.status_code == 502
-    assert "the server's checkpoint storage is not usable" in answer.json()["detail"]
+    assert "the project's checkpoint storage is not usable" in answer.json()["detail"]
     assert "bucket 'missing-default' does not exist" in answer.json()["detail"]

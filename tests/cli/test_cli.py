@@ -243,7 +243,7 @@ def test_metrics_and_checkpoints_of_a_job(cli, server, session, tmp_path):
         timeout=10,
     )
     assert posted.status_code == 200, posted.text
-    storage = LocalStorage(checkpoint_root(job.spec, "default", job.id, "/unused"))
+    storage = LocalStorage(checkpoint_root(job.folder, job.spec, "default", job.id, "/unused"))
     weights = b"w" * 2048
     storage.write_bytes("step-2/model.pt", weights)
     entry = FileEntry(path="model.pt", size=2048, sha256=hashlib.sha256(weights).hexdigest())

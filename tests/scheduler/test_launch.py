@@ -69,6 +69,7 @@ def _work(*, last_progress_at, stuck_after_seconds=None):
         lease_token="l",
         job_id="j",
         project_name="default",
+        folder=None,
         number=1,
         status=AttemptStatus.RUNNING,
         job_status=JobStatus.RUNNING,

@@ -112,7 +112,11 @@ class Jobs:
         with self.sessions() as session, session.begin():
             job = session.get_one(Job, job_id)
             return model_root(
-                job.spec, job.project_name, job.id, self.settings.resolved_checkpoint_storage
+                job.folder,
+                job.spec,
+                job.project_name,
+                job.id,
+                self.settings.resolved_checkpoint_storage,
             )
 
     def export(self, job_id: str, steps: int = 5) -> torch.nn.Module:

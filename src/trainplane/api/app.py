@@ -39,6 +39,7 @@ from trainplane.jobs.results import MAX_REPORT_BYTES
 from trainplane.observability.http_metrics import RequestTimer
 from trainplane.services import tokens as token_service
 from trainplane.services.attempt_tokens import TokenKey
+from trainplane.services.file_access import FileAccess
 from trainplane.tracking.client import MlflowTracking, tracking_config
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,13 @@ class BodySizeLimit:
         await self.app(scope, counting_receive, send)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_local_user_app() -> FastAPI:
+    """The app of ``trainplane up`` on loopback: its one local user's specs
+    may name their own files (DESIGN.md "Trust boundaries")."""
+    return create_app(local_user=True)
+
+
+def create_app(settings: Settings | None = None, *, local_user: bool = False) -> FastAPI:
     settings = settings or Settings()
     database_url = settings.resolved_database_url
     if settings.should_auto_migrate:
@@ -128,6 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.schema_heads = migrate.head_revisions(database_url)
     app.state.ray_clusters = RayClusters()
     app.state.token_key = TokenKey(settings.secret_key)
+    app.state.file_access = FileAccess.from_settings(settings, local_user=local_user)
     app.state.mlflow = MlflowTracking(tracking_config(settings))
 
     problems.install(app)

@@ -21,6 +21,7 @@ from trainplane.config import Settings
 from trainplane.services import tokens
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey
+from trainplane.services.file_access import FileAccess
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -41,6 +42,10 @@ async def get_token_key(request: Request) -> TokenKey:
     return request.app.state.token_key
 
 
+async def get_file_access(request: Request) -> FileAccess:
+    return request.app.state.file_access
+
+
 # auto_error=False: a missing credential is the service's to refuse, as a problem.
 _bearer = HTTPBearer(auto_error=False)
 
@@ -54,6 +59,7 @@ async def get_bearer_token(
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 TokenKeyDep = Annotated[TokenKey, Depends(get_token_key)]
+FileAccessDep = Annotated[FileAccess, Depends(get_file_access)]
 BearerTokenDep = Annotated[str | None, Depends(get_bearer_token)]
 
 

@@ -69,10 +69,18 @@ def advance(
                 control_plane_url=context.control_plane_url,
                 attempt_token=attempt_token(context.token_key, work.attempt_id),
                 checkpoint_dir=checkpoint_root(
-                    work.spec, work.project_name, work.job_id, context.checkpoint_storage
+                    work.folder,
+                    work.spec,
+                    work.project_name,
+                    work.job_id,
+                    context.checkpoint_storage,
                 ),
                 model_dir=model_root(
-                    work.spec, work.project_name, work.job_id, context.checkpoint_storage
+                    work.folder,
+                    work.spec,
+                    work.project_name,
+                    work.job_id,
+                    context.checkpoint_storage,
                 ),
                 code_folder=context.bundles.folder(work.project_name, code)
                 if code and context.bundles

@@ -47,6 +47,7 @@ class AttemptWork:
     lease_token: str
     job_id: str
     project_name: str
+    folder: str | None  # jobs.folder (services.locations)
     number: int
     status: AttemptStatus
     job_status: JobStatus
@@ -141,6 +142,7 @@ def claim_attempts(
                 lease_token=token,
                 job_id=job.id,
                 project_name=job.project_name,
+                folder=job.folder,
                 number=attempt.number,
                 status=AttemptStatus(attempt.status),
                 job_status=JobStatus(job.status),

@@ -28,7 +28,7 @@ def list_checkpoints(
 ) -> JobCheckpoints:
     with read_only(session):
         job = load_job(session, caller, job_id)
-        root = checkpoint_root(job.spec, job.project_name, job.id, default_storage)
+        root = checkpoint_root(job.folder, job.spec, job.project_name, job.id, default_storage)
     # The storage is read with no transaction open: S3 listings take their time.
     try:
         folders = complete_checkpoints(open_storage(root))

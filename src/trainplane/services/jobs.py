@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Insert, Row, bindparam, insert, select, tuple_, update
+from sqlalchemy import Row, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -17,7 +16,7 @@ from trainplane import wakeup
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
-from trainplane.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
+from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.memory import GB
 from trainplane.jobs.placement import Demand, never_fits_reason
@@ -32,8 +31,10 @@ from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
 from trainplane.services.clusters import cluster_capacity, recent_capacity
 from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
+from trainplane.services.file_access import FileAccess, check_spec_locations, job_folder
 from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.pagination import decode_cursor, encode_cursor
+from trainplane.services.projects import project_for
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.storage_access import check_checkpoint_storage
@@ -59,14 +60,18 @@ def submit_job(
     caller: Caller,
     spec: TrainSpec | FinetuneSpec,
     *,
+    access: FileAccess,
     idempotency_key: str | None = None,
-    default_storage: str | None = None,
 ) -> Submission:
-    """``default_storage``: where checkpoints go when the spec names no
-    checkpoint.storage (Settings.checkpoint_storage)."""
+    """``access``: what the spec may name on this server (services.file_access)."""
+    # The caller's role first: nothing is read or probed for someone who may
+    # not submit to the project.
+    project = project_for(session, caller, spec.project, Role.MEMBER, "submitting a job")
+    root = access.project_root(project)
+    check_spec_locations(spec, project, access)
     # Before the transaction: reading a dataset or probing S3 may take a while.
     inputs = check_job_inputs(spec)
-    check_checkpoint_storage(spec, default_storage)
+    check_checkpoint_storage(spec, root)
     document = spec.model_dump(mode="json")
     # Replays are recognised by the spec as sent, before auto is resolved.
     fingerprint = spec_fingerprint(document)
@@ -76,8 +81,10 @@ def submit_job(
             raise InvalidInputError(*strategy.refusal)
         document = resolved_spec_document(document, strategy)
     now = utcnow()
+    job_id = new_id()
     job = Job(
-        id=new_id(),
+        id=job_id,
+        project_id=project.id,
         name=spec.name,
         kind=spec.kind,
         status=JobStatus.QUEUED.value,
@@ -96,6 +103,7 @@ def submit_job(
         idempotency_key=idempotency_key,
         created_at=now,
         updated_at=now,
+        folder=job_folder(spec, project, job_id, root),
     )
     try:
         # One transaction, one connection: the hot path of the whole API.
@@ -105,9 +113,10 @@ def submit_job(
                 if earlier is not None:
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
-            job.project = _insert_job(session, caller, job, spec.project)
+            session.execute(insert(Job), [{key: getattr(job, key) for key in _INSERTED_COLUMNS}])
+            job.project = Project(id=project.id, name=project.name)
             check_spec_code(session, spec, used_at=now)
-            check_quota_can_hold(session, job.project.id, spec)
+            check_quota_can_hold(session, project.id, spec)
             record_submission(session, job, actor=caller.subject)
             if job.strategy_reason:
                 record_note(
@@ -150,62 +159,12 @@ def _strategy_for(
     return plan_strategy(spec, model_config, clusters)
 
 
-# Columns a new job is inserted with; the rest (project_id, started_at,
-# finished_at) come from the project lookup or stay NULL.
+# Columns a new job is inserted with; the rest stay NULL until it runs.
 _INSERTED_COLUMNS = tuple(
     c.key
     for c in Job.__table__.columns
-    if c.key not in ("project_id", "started_at", "finished_at", "next_attempt_at")
+    if c.key not in ("started_at", "finished_at", "next_attempt_at")
 )
-
-
-@functools.cache
-def _insert_job_statement(scoped: bool) -> Insert:
-    """INSERT .. SELECT that resolves the project inside the statement: one round
-    trip instead of two on the hottest write path. Built once per shape, so
-    each submission only binds values."""
-    table = Job.__table__
-    project = select(
-        *(bindparam(key, type_=table.c[key].type) for key in _INSERTED_COLUMNS), Project.id
-    ).where(Project.name == bindparam("project_name"))
-    if scoped:
-        project = project.where(Project.id.in_(bindparam("allowed_project_ids", expanding=True)))
-    return (
-        insert(table)
-        .from_select([*_INSERTED_COLUMNS, "project_id"], project)
-        .returning(table.c.project_id)
-    )
-
-
-def _insert_job(session: Session, caller: Caller, job: Job, project_name: str) -> Project:
-    """Insert ``job`` into the project named ``project_name`` if the caller may
-    use it. ``job`` stays a transient object that carries the inserted values
-    back to the caller; the returned Project is likewise a value, not a row."""
-    params: dict[str, Any] = {key: getattr(job, key) for key in _INSERTED_COLUMNS}
-    params["project_name"] = project_name
-    allowed = caller.projects_with(Role.MEMBER)
-    if allowed is not None:
-        params["allowed_project_ids"] = list(allowed)
-    statement = _insert_job_statement(allowed is not None)
-    project_id = session.execute(statement, params).scalar()
-    if project_id is None:
-        if allowed is not None:
-            visible = session.scalar(
-                select(Project.id).where(Project.name == project_name, caller.scope(Project.id))
-            )
-            if visible is not None:
-                caller.require(visible, Role.MEMBER, "submitting a job")
-            # Whether a project it cannot see exists is not the caller's to learn.
-            raise ForbiddenError(
-                f"submitting to project '{project_name}' needs the member role there "
-                "(or the project does not exist)"
-            )
-        raise InvalidInputError(
-            "project",
-            f"no project named '{project_name}'; create it with POST /v1/projects",
-        )
-    job.project_id = project_id
-    return Project(id=project_id, name=project_name)
 
 
 def check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:

@@ -2,6 +2,9 @@
 
 The one place these locations are computed: the scheduler hands them to the
 runtime at launch, and the API and the tracking loop read those same folders.
+A job's folder is fixed at submit (``jobs.folder``, under its project's
+storage root: services.file_access); jobs submitted before it was kept use
+``<storage>/<project>/<job-id>`` as they always did.
 """
 
 from __future__ import annotations
@@ -9,23 +12,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainplane.storage.checkpoints import job_checkpoint_root
-from trainplane.storage.models import job_model_root
+from trainplane.storage.backends import join
+from trainplane.storage.checkpoints import CHECKPOINTS_FOLDER
+from trainplane.storage.models import MODEL_FOLDER
+
+
+def job_folder(
+    folder: str | None, spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
+) -> str:
+    """``folder`` (jobs.folder) when the job has one; else where a job
+    submitted before it was kept has its files: under the spec's
+    checkpoint.storage, or ``default_storage`` (Settings.checkpoint_storage)."""
+    if folder:
+        return folder
+    storage = (spec.get("checkpoint") or {}).get("storage") or default_storage
+    return join(storage, project, job_id)
 
 
 def checkpoint_root(
-    spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
+    folder: str | None, spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
 ) -> str:
-    """``<storage>/<project>/<job-id>/checkpoints``, where storage is the spec's
-    checkpoint.storage or else ``default_storage`` (Settings.checkpoint_storage)."""
-    return job_checkpoint_root(_storage(spec, default_storage), project, job_id)
+    """The folder of the job's ``step-<N>/`` checkpoints."""
+    return join(job_folder(folder, spec, project, job_id, default_storage), CHECKPOINTS_FOLDER)
 
 
-def model_root(spec: Mapping[str, Any], project: str, job_id: str, default_storage: str) -> str:
-    """``<storage>/<project>/<job-id>/model``: where a job with register_model
-    exports its trained model, beside its checkpoints."""
-    return job_model_root(_storage(spec, default_storage), project, job_id)
-
-
-def _storage(spec: Mapping[str, Any], default_storage: str) -> str:
-    return (spec.get("checkpoint") or {}).get("storage") or default_storage
+def model_root(
+    folder: str | None, spec: Mapping[str, Any], project: str, job_id: str, default_storage: str
+) -> str:
+    """Where a job with register_model exports its trained model, beside its checkpoints."""
+    return join(job_folder(folder, spec, project, job_id, default_storage), MODEL_FOLDER)

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Cluster, Job, Project
-from trainplane.errors import ForbiddenError, InvalidInputError
+from trainplane.db.models import Cluster, Job
+from trainplane.errors import InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
@@ -28,6 +28,7 @@ from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
 from trainplane.services.clusters import cluster_states
 from trainplane.services.estimates import StrategyPlan, plan_strategy
+from trainplane.services.file_access import FileAccess, check_spec_locations
 from trainplane.services.forecasts import (
     DurationForecast,
     StartForecast,
@@ -38,6 +39,7 @@ from trainplane.services.forecasts import (
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.placement import load_queue
+from trainplane.services.projects import project_for
 from trainplane.services.quotas import project_quotas, project_shares
 from trainplane.services.storage_access import check_checkpoint_storage
 
@@ -80,11 +82,14 @@ def plan_job(
     caller: Caller,
     spec: TrainSpec | FinetuneSpec,
     *,
-    default_storage: str | None = None,
+    access: FileAccess,
 ) -> JobPlan:
     """Raises what submitting the spec would raise (InvalidInputError, ...)."""
+    ref = project_for(session, caller, spec.project, Role.MEMBER, "planning a job")
+    check_spec_locations(spec, ref, access)
     inputs = check_job_inputs(spec)
-    check_checkpoint_storage(spec, default_storage)
+    check_checkpoint_storage(spec, access.project_root(ref))
+    project = ref.id
     demand = placement.Demand(
         PLANNED,
         spec.resources.gpus,
@@ -93,17 +98,6 @@ def plan_job(
         spec.max_runtime_seconds,
     )
     with read_only(session):
-        project = session.scalar(
-            select(Project.id).where(Project.name == spec.project, caller.scope(Project.id))
-        )
-        if project is None:
-            if caller.project_ids is not None:
-                raise ForbiddenError(
-                    f"submitting to project '{spec.project}' needs the member role there "
-                    "(or the project does not exist)"
-                )
-            raise InvalidInputError("project", f"no project named '{spec.project}'")
-        caller.require(project, Role.MEMBER, "planning a job")
         check_spec_code(session, spec)
         check_some_cluster_can_hold(session, spec)
         check_quota_can_hold(session, project, spec)

@@ -9,10 +9,11 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Project
-from trainplane.errors import ConflictError, NotFoundError
+from trainplane.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.services import audit
 from trainplane.services.access import Caller, Role
+from trainplane.services.file_access import ProjectRef
 
 
 def create_project(
@@ -61,3 +62,27 @@ def update_project(session: Session, caller: Caller, name: str, changes: dict) -
         )
     session.expunge(project)
     return project
+
+
+def project_for(session: Session, caller: Caller, name: str, role: Role, doing: str) -> ProjectRef:
+    """The project named ``name`` once the caller is known to hold ``role``
+    there: the first thing a spec is checked for, before any file, bucket or
+    registry is touched on the caller's behalf. A project the caller cannot
+    see is refused the same whether or not it exists."""
+    with read_only(session):
+        row = session.execute(
+            select(Project.id, Project.name, Project.storage).where(
+                Project.name == name, caller.scope(Project.id)
+            )
+        ).one_or_none()
+    if row is None:
+        if caller.project_ids is not None:
+            raise ForbiddenError(
+                f"{doing} in project '{name}' needs the {role.label} role there "
+                "(or the project does not exist)"
+            )
+        raise InvalidInputError(
+            "project", f"no project named '{name}'; create it with POST /v1/projects"
+        )
+    caller.require(row.id, role, doing)
+    return ProjectRef(row.id, row.name, row.storage)

@@ -25,20 +25,21 @@ _checked: dict[str, float] = {}
 _lock = threading.Lock()
 
 
-def check_checkpoint_storage(spec: TrainSpec | FinetuneSpec, default_storage: str | None) -> None:
+def check_checkpoint_storage(spec: TrainSpec | FinetuneSpec, project_root: str) -> None:
     """422 naming ``checkpoint.storage`` when the spec's storage is unusable;
-    502 when the server's default one is (an operator's problem, not the
-    submitter's)."""
+    502 when the project's root is (an operator's problem, not the
+    submitter's). Only called once the spec's storage is known to lie under
+    ``project_root``, so the probe never writes outside the project's own root."""
     if spec.checkpoint.storage is not None:
         try:
             check_writable(spec.checkpoint.storage)
         except StorageError as exc:
             raise InvalidInputError("checkpoint.storage", str(exc)) from None
-    elif default_storage is not None:
+    else:
         try:
-            check_writable(default_storage)
+            check_writable(project_root)
         except StorageError as exc:
-            raise UpstreamError(f"the server's checkpoint storage is not usable: {exc}") from None
+            raise UpstreamError(f"the project's checkpoint storage is not usable: {exc}") from None
 
 
 def check_writable(uri: str) -> None:

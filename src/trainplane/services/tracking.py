@@ -166,7 +166,9 @@ def claim_tracking(
                     run_id=tracking.run_id,
                     synced_attempts=tracking.synced_attempts,
                     model_version=tracking.model_version,
-                    model_root=model_root(job.spec, job.project_name, job.id, default_storage),
+                    model_root=model_root(
+                        job.folder, job.spec, job.project_name, job.id, default_storage
+                    ),
                     attempts=attempts.get(job.id, []),
                     points=points,
                     more_points=more,

@@ -1,6 +1,6 @@
 """The checkpoint layout and its manifests.
 
-A job's checkpoints live under ``<storage>/<project>/<job-id>/checkpoints/``,
+A job's checkpoints live under ``<job folder>/checkpoints/`` (services.locations),
 one folder per save, ``step-<N>/``. A folder counts as a checkpoint only once
 its ``manifest.json`` exists, parses, names the folder's step and lists files
 that are all there with their recorded sizes. The manifest is written last, so
@@ -23,11 +23,8 @@ from trainplane.storage.files import missing_file
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
+CHECKPOINTS_FOLDER = "checkpoints"  # in a job's folder
 _STEP_FOLDER = re.compile(r"^step-(\d{1,12})$")
-
-
-def job_checkpoint_root(storage_root: str, project: str, job_id: str) -> str:
-    return join(storage_root, project, job_id, "checkpoints")
 
 
 def step_folder(step: int) -> str:

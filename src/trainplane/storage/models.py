@@ -1,4 +1,4 @@
-"""The model a job exports when it ends well: ``<storage>/<project>/<job-id>/model/``.
+"""The model a job exports when it ends well: ``<job folder>/model/`` (services.locations).
 
 The runtime writes an MLflow model folder (``mlflow/``: ``MLmodel``, the
 weights, the environment files) and then ``manifest.json`` last, listing every
@@ -15,16 +15,13 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainplane.storage import files
-from trainplane.storage.backends import Storage, join
+from trainplane.storage.backends import Storage
 from trainplane.storage.checkpoints import FileEntry
 
 MANIFEST = "manifest.json"
+MODEL_FOLDER = "model"  # in a job's folder
 MLFLOW_FOLDER = "mlflow"  # the MLflow model, as the artifact `model` of the run
 MANIFEST_VERSION = 1
-
-
-def job_model_root(storage_root: str, project: str, job_id: str) -> str:
-    return join(storage_root, project, job_id, "model")
 
 
 class ModelManifest(BaseModel):

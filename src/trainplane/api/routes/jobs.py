@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
+from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep, SettingsDep
 from trainplane.api.plan_schemas import PlanOut
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import (
@@ -55,14 +55,11 @@ def submit_job(
     session: SessionDep,
     caller: CallerDep,
     settings: SettingsDep,
+    access: FileAccessDep,
     idempotency_key: IdempotencyKey = None,
 ) -> Response:
     submission = job_service.submit_job(
-        session,
-        caller,
-        spec,
-        idempotency_key=idempotency_key,
-        default_storage=settings.resolved_checkpoint_storage,
+        session, caller, spec, access=access, idempotency_key=idempotency_key
     )
     headers = {"Location": f"/v1/jobs/{submission.job.id}"}
     if not submission.created:
@@ -109,14 +106,12 @@ def plan_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
     session: SessionDep,
     caller: CallerDep,
-    settings: SettingsDep,
+    access: FileAccessDep,
 ) -> Response:
     """A dry run of submitting ``spec``: the same validation and checks of the
     files it reads and of its checkpoint storage (422 when they fail), and
     where it would be placed now. Creates nothing."""
-    plan = plan_service.plan_job(
-        session, caller, spec, default_storage=settings.resolved_checkpoint_storage
-    )
+    plan = plan_service.plan_job(session, caller, spec, access=access)
     return json_response(PlanOut.from_plan(plan))
 
 
