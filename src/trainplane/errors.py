@@ -60,3 +60,12 @@ class ForbiddenError(TrainplaneError):
 
 class UpstreamError(TrainplaneError):
     """Something trainplane depends on (checkpoint storage, ...) failed to answer."""
+
+
+class RateLimitedError(TrainplaneError):
+    """The caller sends faster than it may; it may try again after
+    ``retry_after_seconds``."""
+
+    def __init__(self, detail: str, retry_after_seconds: int) -> None:
+        super().__init__(detail)
+        self.retry_after_seconds = retry_after_seconds

@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from trainplane import __version__
 from trainplane.api import nul_text, problems
+from trainplane.api.authentication import Authentication
 from trainplane.api.routes import (
     bundles,
     checkpoints,
@@ -27,6 +28,7 @@ from trainplane.api.routes import (
     tokens,
     usage,
 )
+from trainplane.api.security_headers import SecurityHeaders
 from trainplane.api.yaml_bodies import YamlBodies
 from trainplane.backends.ray import RayClusters
 from trainplane.code_bundles import MAX_BUNDLE_BYTES
@@ -140,8 +142,10 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
 
     problems.install(app)
 
-    # Added first, so it runs inside the size limit.
+    # Innermost: YAML is parsed only once the caller is known.
     app.add_middleware(YamlBodies)
+    # Inside the size limit, outside anything that reads a body.
+    app.add_middleware(Authentication, sessions=app.state.sessions)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=MAX_BODY_BYTES,
@@ -151,8 +155,10 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
             (_BUNDLE_PATH, MAX_BUNDLE_BYTES),
         ),
     )
-    # Outermost: the time includes refusals by the size limit.
+    # The time includes refusals by the size limit and authentication.
     app.add_middleware(RequestTimer)
+    # Outermost: every answer carries them, refusals included.
+    app.add_middleware(SecurityHeaders)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(projects.router)

@@ -1,6 +1,6 @@
-"""Request dependencies: the database session, the caller (from the bearer
-token once the installation has tokens), the settings, and the token key of
-attempt-authenticated routes.
+"""Request dependencies: the database session, the caller (as the
+Authentication middleware found it, before the body was read), the settings,
+and the token key of attempt-authenticated routes.
 
 They are ``async def`` on purpose: none of them blocks, and FastAPI runs plain
 ``def`` dependencies through the thread pool, a hop each per request. The
@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from anyio import to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from trainplane.api import authentication
 from trainplane.config import Settings
-from trainplane.services import tokens
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.file_access import FileAccess
@@ -63,13 +62,15 @@ FileAccessDep = Annotated[FileAccess, Depends(get_file_access)]
 BearerTokenDep = Annotated[str | None, Depends(get_bearer_token)]
 
 
-async def get_caller(session: SessionDep, token: BearerTokenDep) -> Caller:
+async def get_caller(request: Request, token: BearerTokenDep) -> Caller:
     # Every route gets its caller here and only here; services scope every
-    # query by it. While the installation is known to have no tokens the
-    # answer needs no database; otherwise the lookup runs off the event loop.
-    if tokens.known_off(session):
-        return Caller.local_admin()
-    return await to_thread.run_sync(tokens.caller_for, session, token)
+    # query by it. The Authentication middleware found it before the body was
+    # read (the bearer dependency stays for the OpenAPI document). A route it
+    # does not cover still authenticates, by the bearer token alone.
+    known = authentication.authenticated_caller(request.scope)
+    if known is not None:
+        return known
+    return await authentication.caller_for(request.app.state.sessions, token)
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -26,6 +26,7 @@ from trainplane.errors import (
     InvalidInputError,
     InvalidInputsError,
     NotFoundError,
+    RateLimitedError,
     TrainplaneError,
     UnauthenticatedError,
     UpstreamError,
@@ -43,6 +44,7 @@ STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
     NotFoundError: 404,
     ConflictError: 409,
     InvalidInputError: 422,
+    RateLimitedError: 429,
     UpstreamError: 502,
 }
 
@@ -56,6 +58,7 @@ _TITLES = {
     413: "Request too large",
     415: "Unsupported media type",
     422: "Invalid request",
+    429: "Too many requests",
     500: "Internal error",
     502: "Bad gateway",
     503: "Service unavailable",
@@ -152,22 +155,49 @@ def validation_problem(errors: list[dict[str, Any]]) -> JSONResponse:
     return problem(422, detail, errors=described)
 
 
+def domain_problem(exc: TrainplaneError) -> JSONResponse:
+    status = next((code for cls, code in STATUS_BY_ERROR.items() if isinstance(exc, cls)), 500)
+    if isinstance(exc, InvalidInputsError):
+        errors = [FieldError(field=f, message=m, type="invalid") for f, m in exc.problems]
+        return problem(status, exc.detail, errors=errors)
+    if isinstance(exc, InvalidInputError):
+        return problem(
+            status,
+            exc.detail,
+            errors=[FieldError(field=exc.field, message=exc.message, type="invalid")],
+        )
+    if isinstance(exc, UnauthenticatedError):
+        return problem(status, exc.detail, headers={"WWW-Authenticate": "Bearer"})
+    if isinstance(exc, RateLimitedError):
+        return problem(status, exc.detail, headers={"Retry-After": str(exc.retry_after_seconds)})
+    return problem(status, exc.detail)
+
+
+def database_unavailable(exc: Exception) -> JSONResponse:
+    log.warning("database unavailable: %s", exc)
+    return problem(
+        503,
+        "the database is unavailable; retry shortly",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def response_for(exc: Exception) -> JSONResponse | None:
+    """The answer to ``exc`` raised outside the routes (in a middleware, where
+    the exception handlers below do not reach); None for a real failure."""
+    if isinstance(exc, TrainplaneError):
+        return domain_problem(exc)
+    if isinstance(exc, OperationalError | PoolTimeoutError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    ):
+        return database_unavailable(exc)
+    return None
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(TrainplaneError)
     async def _domain(_: Request, exc: TrainplaneError) -> JSONResponse:
-        status = next((code for cls, code in STATUS_BY_ERROR.items() if isinstance(exc, cls)), 500)
-        if isinstance(exc, InvalidInputsError):
-            errors = [FieldError(field=f, message=m, type="invalid") for f, m in exc.problems]
-            return problem(status, exc.detail, errors=errors)
-        if isinstance(exc, InvalidInputError):
-            return problem(
-                status,
-                exc.detail,
-                errors=[FieldError(field=exc.field, message=exc.message, type="invalid")],
-            )
-        if isinstance(exc, UnauthenticatedError):
-            return problem(status, exc.detail, headers={"WWW-Authenticate": "Bearer"})
-        return problem(status, exc.detail)
+        return domain_problem(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -184,12 +214,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeoutError)
     async def _database_down(_: Request, exc: Exception) -> JSONResponse:
-        log.warning("database unavailable: %s", exc)
-        return problem(
-            503,
-            "the database is unavailable; retry shortly",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
+        return database_unavailable(exc)
 
     @app.exception_handler(DBAPIError)
     @app.exception_handler(Exception)
