@@ -1,12 +1,14 @@
 """Job logs: read from the attempt's Ray job while the cluster has it, from the
 tail trainplane kept once it ended otherwise; and followed live, across
-attempts, as server-sent events."""
+attempts, as server-sent events, for as long as the caller's token works."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from anyio import to_thread
@@ -18,12 +20,15 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, JobAttempt
 from trainplane.errors import NotFoundError
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
+from trainplane.services import tokens
 from trainplane.services.access import Caller
 from trainplane.services.jobs import load_job
 
 LIVE = (AttemptStatus.PENDING, AttemptStatus.SUBMITTED, AttemptStatus.RUNNING)
 KEEPALIVE_SECONDS = 15.0
 POLL_SECONDS = 1.0
+# How soon a followed log notices that its caller's token was revoked or expired.
+TOKEN_CHECK_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -89,12 +94,70 @@ def sse(event: str, data: str) -> bytes:
     return (f"event: {event}\n" + "".join(f"data: {line}\n" for line in lines) + "\n").encode()
 
 
-async def follow_job_logs(
+def follow_job_logs(
     sessions: sessionmaker[Session], caller: Caller, job_id: str, clusters: RayClusters
 ) -> AsyncIterator[bytes]:
     """Every attempt's log in order, live while it runs; ends with an ``end``
-    event carrying the job's final status."""
+    event carrying the job's final status, or with an ``error`` event
+    (``{"status": 401, "detail": ...}``) once the caller's token is revoked
+    or expires: a stream is no way around revoking a token."""
+    return _while_token_works(_follow(sessions, caller, job_id, clusters), sessions, caller)
 
+
+async def _while_token_works(
+    stream: AsyncGenerator[bytes, None], sessions: sessionmaker[Session], caller: Caller
+) -> AsyncIterator[bytes]:
+    """``stream``, cut off within TOKEN_CHECK_SECONDS of the caller's token
+    lapsing, whether the stream is busy or quiet at the time."""
+
+    def lapsed() -> str | None:
+        with sessions() as session:
+            return tokens.lapse_reason(session, caller)
+
+    chunks: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue(maxsize=1)
+
+    async def pump() -> None:
+        try:
+            async with aclosing(stream):
+                async for chunk in stream:
+                    await chunks.put(chunk)
+            await chunks.put(None)
+        except Exception as exc:
+            await chunks.put(exc)
+
+    reader = asyncio.create_task(pump())
+    waiting: asyncio.Task[bytes | BaseException | None] | None = None
+    check_at = time.monotonic() + TOKEN_CHECK_SECONDS
+    try:
+        while True:
+            left = check_at - time.monotonic()
+            if left <= 0:
+                reason = await to_thread.run_sync(lapsed)
+                if reason is not None:
+                    yield sse("error", json.dumps({"status": 401, "detail": reason}))
+                    return
+                check_at = time.monotonic() + TOKEN_CHECK_SECONDS
+                continue
+            # The same get() is waited on again after a timeout, so no chunk is lost.
+            waiting = waiting or asyncio.ensure_future(chunks.get())
+            done, _ = await asyncio.wait({waiting}, timeout=left)
+            if not done:
+                continue
+            item, waiting = waiting.result(), None
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        if waiting is not None:
+            waiting.cancel()
+        reader.cancel()
+
+
+async def _follow(
+    sessions: sessionmaker[Session], caller: Caller, job_id: str, clusters: RayClusters
+) -> AsyncGenerator[bytes, None]:
     def snapshot() -> JobLogState:
         with sessions() as session:
             return log_state(session, caller, job_id)

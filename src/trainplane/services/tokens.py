@@ -124,10 +124,9 @@ def caller_for(session: Session, secret: str | None) -> Caller:
         token = session.scalar(select(ApiToken).where(ApiToken.secret_hash == hash_secret(secret)))
         if token is None:
             raise UnauthenticatedError("the token is not recognised")
-        if token.revoked_at is not None:
-            raise UnauthenticatedError(f"token '{token.name}' was revoked")
-        if token.expires_at is not None and token.expires_at <= now:
-            raise UnauthenticatedError(f"token '{token.name}' expired at {token.expires_at:%c}")
+        refusal = _refusal(token, now)
+        if refusal is not None:
+            raise UnauthenticatedError(refusal)
         grants = session.execute(
             select(TokenGrant.project_id, TokenGrant.role).where(TokenGrant.token_id == token.id)
         ).all()
@@ -137,6 +136,27 @@ def caller_for(session: Session, secret: str | None) -> Caller:
     return Caller.with_grants(
         token.name, {project: Role.named(role) for project, role in grants}, token_id=token.id
     )
+
+
+def _refusal(token: ApiToken, now: datetime) -> str | None:
+    """Why ``token`` no longer works, or None while it does."""
+    if token.revoked_at is not None:
+        return f"token '{token.name}' was revoked"
+    if token.expires_at is not None and token.expires_at <= now:
+        return f"token '{token.name}' expired at {token.expires_at:%c}"
+    return None
+
+
+def lapse_reason(session: Session, caller: Caller) -> str | None:
+    """For a request that outlives its start (a followed log): why the
+    caller's token stopped working since, or None while it works."""
+    if caller.token_id is None:
+        return None  # the local user of an installation without tokens
+    with read_only(session):
+        token = session.get(ApiToken, caller.token_id, populate_existing=True)
+        if token is None:
+            return "the token is gone"
+        return _refusal(token, utcnow())
 
 
 def _mark_used(session: Session, token_id: str, now: datetime) -> None:
