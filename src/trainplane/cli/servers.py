@@ -25,8 +25,19 @@ def server(
         bool, typer.Option(help="Also run the scheduler loops in this process.")
     ] = True,
     log_level: LogLevel = "info",
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Listen beyond 127.0.0.1 although the installation has no token yet "
+            "(everyone who reaches it is an admin); warns every minute.",
+        ),
+    ] = False,
 ) -> None:
-    """Run the API server and the scheduler (settings from TRAINPLANE_* variables)."""
+    """Run the API server and the scheduler (settings from TRAINPLANE_* variables).
+
+    On an address other than loopback it starts only once the installation
+    has a token (or TRAINPLANE_BOOTSTRAP_TOKEN sets one)."""
     from trainplane.config import Settings
     from trainplane.observability.logs import configure_logging
     from trainplane.serve.processes import ServeError, run_server
@@ -41,6 +52,7 @@ def server(
             workers=workers,
             log_level=log_level,
             scheduler=scheduler,
+            insecure_no_auth=insecure_no_auth,
         )
     except ServeError as exc:
         raise fail(str(exc)) from None

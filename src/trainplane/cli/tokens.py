@@ -1,4 +1,5 @@
-"""``tokens create|list|revoke``: API tokens and their roles."""
+"""``tokens create|list|revoke``: API tokens and their roles, over the API;
+``tokens create NAME --admin`` in the database itself, on the server's machine."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from trainplane.cli.common import State, call, say
+from trainplane.cli.common import EXIT_USAGE, State, call, fail, say
+from trainplane.jobs.durations import parse_duration
 
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for people and CI pipelines.")
 
@@ -26,8 +28,26 @@ def tokens_create(
         str | None, typer.Option(help="30d, 12h, ...; default: never expires.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole record.")] = False,
+    admin: Annotated[
+        bool,
+        typer.Option(
+            "--admin",
+            help="An installation-wide admin token, made on the server's machine straight "
+            "in its database (TRAINPLANE_DATABASE_URL or TRAINPLANE_HOME): no server or "
+            "token needed. The first token, or the way back in after losing every admin token.",
+        ),
+    ] = False,
 ) -> None:
     """Create a token; prints its secret, which is shown only this once."""
+    if admin:
+        if project is not None or role != "member" or service:
+            raise fail(
+                "--admin makes an installation-wide admin token: "
+                "drop --project, --role and --service",
+                EXIT_USAGE,
+            )
+        _create_admin_in_database(name, expires_in, as_json)
+        return
     body = {
         "name": name,
         "project": project,
@@ -41,6 +61,30 @@ def tokens_create(
         return
     say(f"token {created['id']} ({role} in {project or 'every project'}); keep the secret now:")
     typer.echo(created["token"])
+
+
+def _create_admin_in_database(name: str, expires_in: str | None, as_json: bool) -> None:
+    # Server code, imported only here: this branch runs on the server's machine.
+    from trainplane.config import Settings
+    from trainplane.serve.admin_tokens import create_admin_token
+    from trainplane.serve.processes import ServeError
+
+    try:
+        seconds = parse_duration(expires_in) if expires_in else None
+    except ValueError as exc:
+        raise fail(f"--expires-in: {exc}", EXIT_USAGE) from None
+    try:
+        new = create_admin_token(Settings(), name=name, expires_in_seconds=seconds)
+    except ServeError as exc:
+        raise fail(str(exc)) from None
+    token = new.view.token
+    if as_json:
+        expires_at = token.expires_at.isoformat() if token.expires_at else None
+        record = {"id": token.id, "name": token.name, "token": new.secret, "expires_at": expires_at}
+        typer.echo(json.dumps(record, indent=2))
+        return
+    say(f"token {token.id} (admin in every project), made in the database; keep the secret now:")
+    typer.echo(new.secret)
 
 
 @tokens_app.command("list")

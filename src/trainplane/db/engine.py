@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import NullPool
 
 from trainplane.config import Settings
+from trainplane.private_files import private_database_file
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -39,7 +40,8 @@ def make_engine(
     pooling: dict[str, Any] = {"poolclass": NullPool} if single_use else {}
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            # The job store holds token hashes and specs: this user's only.
+            private_database_file(Path(parsed.database))
         engine = create_engine(url, connect_args={"check_same_thread": False}, **pooling)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db.engine import engine_from_settings, session_factory
-from trainplane.serve.processes import prepare_database, running_scheduler, serve_api
+from trainplane.serve.processes import (
+    prepare_database,
+    require_safe_exposure,
+    running_scheduler,
+    serve_api,
+)
 from trainplane.services.clusters import upsert_cluster
 from trainplane.services.tokens import bootstrap, ensure_local_token
 
@@ -72,15 +77,16 @@ def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_l
             "local Ray cluster at %s (dashboard), job logs under %s", head.address, head.temp_dir
         )
         if secret:
+            # The secret itself never goes to the log: logs are read by others.
             shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
             log.info(
-                "the CLI uses the local admin token in %s; sign the browser in at "
-                "http://%s:%d/login?token=%s",
+                "the CLI uses the local admin token kept in %s; to sign a browser in, open "
+                "http://%s:%d/login (or the dashboard's Token button) and paste it there",
                 settings.home / TOKEN_FILE,
                 shown,
                 port,
-                secret,
             )
+        require_safe_exposure(settings, host, insecure_no_auth=False)
         with running_scheduler(settings):
             serve_api(settings, host=host, port=port, workers=1, log_level=log_level)
     finally:

@@ -17,8 +17,10 @@ from trainplane.db import migrate
 from trainplane.db.engine import engine_from_settings, session_factory
 from trainplane.db.locks import SchedulerFileLock
 from trainplane.observability.logs import logging_config
+from trainplane.private_files import private_home
 from trainplane.scheduler.loop import Scheduler
 from trainplane.scheduler.tracking import TrackingLoop
+from trainplane.serve.exposure import refusal_to_listen, warning_while_open
 
 log = logging.getLogger("trainplane")
 
@@ -27,9 +29,22 @@ class ServeError(RuntimeError):
     """Cannot start as asked; the message says why."""
 
 
+def prepare_home(settings: Settings) -> None:
+    """TRAINPLANE_HOME, 0700: the job store, the local token and caches live there."""
+    private_home(settings.home)
+
+
 def prepare_database(settings: Settings) -> None:
+    prepare_home(settings)
     if settings.should_auto_migrate:
         migrate.upgrade(settings.resolved_database_url)
+
+
+def require_safe_exposure(settings: Settings, host: str, *, insecure_no_auth: bool) -> None:
+    """Refuse to serve an installation without tokens beyond this machine."""
+    refusal = refusal_to_listen(settings, host, insecure_no_auth=insecure_no_auth)
+    if refusal is not None:
+        raise ServeError(refusal)
 
 
 @contextmanager
@@ -81,15 +96,24 @@ def serve_api(settings: Settings, *, host: str, port: int, workers: int, log_lev
 
 
 def run_server(
-    settings: Settings, *, host: str, port: int, workers: int, log_level: str, scheduler: bool
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    scheduler: bool,
+    insecure_no_auth: bool = False,
 ) -> None:
     prepare_database(settings)
+    require_safe_exposure(settings, host, insecure_no_auth=insecure_no_auth)
     settings = with_advertise_url(settings, host, port)
-    if not scheduler:
-        serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
-        return
-    with running_scheduler(settings):
-        serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
+    with warning_while_open(settings, host):
+        if not scheduler:
+            serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
+            return
+        with running_scheduler(settings):
+            serve_api(settings, host=host, port=port, workers=workers, log_level=log_level)
 
 
 def with_advertise_url(settings: Settings, host: str, port: int) -> Settings:

@@ -14,9 +14,11 @@ import secrets
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +37,11 @@ SHOWN_PREFIX = 10  # characters of the secret kept to tell tokens apart
 BOOTSTRAP_NAME = "bootstrap"
 LOCAL_NAME = "local-admin"
 NEEDS_TOKEN = "this server needs an API token: send Authorization: Bearer <token>"
+FIRST_TOKEN_NOT_ADMIN = (
+    "the first token of an installation must be an installation-wide admin (no project, "
+    "role admin): once it exists every request needs a token, and a first token of one "
+    "project, or with a smaller role, would leave nobody who can administer the installation"
+)
 LAST_USED_RESOLUTION_SECONDS = 60.0  # how stale a token's last_used_at may get
 
 
@@ -188,10 +195,13 @@ def create_token(
     role: Role,
     kind: str = "user",
     expires_in_seconds: int | None = None,
+    audit_detail: Mapping[str, Any] | None = None,
 ) -> NewToken:
     """A token with ``role`` in ``project`` (None: every project). Only an
     admin of that project may create it; only installation admins may create
-    installation-wide ones."""
+    installation-wide ones. The first token of an installation must be an
+    installation-wide admin: auth turns on with it, and with only a project's
+    token nobody could administer the installation any more."""
     now = utcnow()
     secret = new_secret()
     token = ApiToken(
@@ -207,6 +217,8 @@ def create_token(
     try:
         with session.begin():
             project_id = _grantable_project(session, caller, project)
+            if (project_id is not None or role is not Role.ADMIN) and not _any_token(session):
+                raise ConflictError(FIRST_TOKEN_NOT_ADMIN)
             session.add(token)
             session.flush()
             session.add(TokenGrant(token_id=token.id, project_id=project_id, role=role.label))
@@ -220,11 +232,35 @@ def create_token(
                 role=role.label,
                 kind=kind,
                 expires_at=token.expires_at.isoformat() if token.expires_at else None,
+                **(audit_detail or {}),
             )
     except IntegrityError:
         raise ConflictError(f"a token named '{name}' already exists") from None
     _remember_enabled(session)
     return NewToken(TokenView(token, [Grant(project, role)]), secret)
+
+
+def create_operator_admin(
+    session: Session, *, name: str, operator: str, expires_in_seconds: int | None = None
+) -> NewToken:
+    """An installation-wide admin token made by someone who reaches the
+    database itself (``trainplane tokens create NAME --admin`` on the server's
+    machine): how an operator who lost every admin token gets back in. The
+    audit trail records who, and that it came through the database."""
+    operator_caller = Caller(subject=operator, everywhere=Role.ADMIN)
+    return create_token(
+        session,
+        operator_caller,
+        name=name,
+        project=None,
+        role=Role.ADMIN,
+        expires_in_seconds=expires_in_seconds,
+        audit_detail={"via": "database"},
+    )
+
+
+def _any_token(session: Session) -> bool:
+    return session.scalar(select(ApiToken.id).limit(1)) is not None
 
 
 def _grantable_project(session: Session, caller: Caller, project: str | None) -> str | None:
