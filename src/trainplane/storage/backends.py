@@ -4,16 +4,24 @@ Paths passed to a storage are relative ("step-00000010/manifest.json") and use
 "/" on every platform. S3 access goes through boto3 with adaptive retries and
 multipart transfers; the endpoint can be overridden for S3-compatible stores
 (``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, which boto3 reads itself).
+
+What a job wrote is tenant data, also on the control plane: a relative path
+or key that would climb out of the storage (``..``, an absolute path), and
+on a local storage a symlink leading out of it, is refused with
+``UnsafeEntry`` (storage.containment), never followed.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
+
+from trainplane.storage.containment import UnsafePath, local_within, relative_parts
 
 # A file being written; never counted as part of a checkpoint.
 PARTIAL_SUFFIX = ".partial"
@@ -21,6 +29,12 @@ PARTIAL_SUFFIX = ".partial"
 
 class StorageError(Exception):
     """A storage operation failed; the message names the URI."""
+
+
+class UnsafeEntry(StorageError):
+    """A path or key under the storage that would lead outside it (``..``, an
+    absolute path, a symlink out): job-written data that is refused, so
+    trying again will not help."""
 
 
 class Storage(Protocol):
@@ -42,12 +56,24 @@ class LocalStorage:
         self.uri = str(self.root)
 
     def _path(self, path: str) -> Path:
-        return self.root.joinpath(*path.split("/")) if path else self.root
+        """``path`` under the root, once it is known to stay there: no ``..``
+        or absolute path, and no symlink on the way that leads out."""
+        if not path:
+            return self.root
+        try:
+            target = self.root.joinpath(*relative_parts(path.rstrip("/")))
+        except UnsafePath as exc:
+            raise UnsafeEntry(f"{self.uri}: {exc}") from None
+        if not local_within(str(target), str(self.root)):
+            raise UnsafeEntry(f"{self.uri}: '{path}' is a symlink leading outside the storage")
+        return target
 
     def child_folders(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(entry.name for entry in self.root.iterdir() if entry.is_dir())
+        # A symlinked folder is not one of ours, wherever it points.
+        with os.scandir(self.root) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
 
     def read_bytes(self, path: str) -> bytes | None:
         try:
@@ -77,7 +103,22 @@ class LocalStorage:
             shutil.copyfile(local, target)
 
     def get_tree(self, prefix: str, local: Path) -> None:
-        shutil.copytree(self._path(prefix), local, dirs_exist_ok=True)
+        """Copies the regular files under ``prefix``; a symlink or special
+        file anywhere in it is refused (UnsafeEntry), not followed or opened.
+        Walked by directory descriptors, so nothing swapped in meanwhile is
+        followed either."""
+        source = self._path(prefix)
+        if source.is_symlink():
+            raise UnsafeEntry(f"{self.uri}: '{prefix}' is a symlink")
+        for folder, _, names, folder_fd in os.fwalk(source, follow_symlinks=False):
+            with os.scandir(folder_fd) as entries:
+                links = [entry.name for entry in entries if entry.is_symlink()]
+            if links:
+                raise UnsafeEntry(f"{self.uri}: {folder}/{links[0]} is a symlink")
+            target = local / Path(folder).relative_to(source)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                _copy_regular_file(name, folder_fd, target / name, f"{self.uri}: {folder}/{name}")
 
     def sizes(self, prefix: str) -> dict[str, int]:
         base = self._path(prefix)
@@ -98,12 +139,32 @@ class LocalStorage:
         return self._path(prefix)
 
 
+def _copy_regular_file(name: str, folder_fd: int, target: Path, described: str) -> None:
+    """Copies ``name`` in the open folder ``folder_fd`` when it is a regular
+    file: not a symlink (O_NOFOLLOW), not a FIFO or device (which could block
+    or never end)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
+    except OSError as exc:
+        raise UnsafeEntry(
+            f"{described} cannot be opened as a plain file ({exc.strerror})"
+        ) from None
+    with open(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+            raise UnsafeEntry(f"{described} is not a regular file")
+        with open(target, "wb") as copy:
+            shutil.copyfileobj(source, copy, 4 * 1024 * 1024)
+
+
 def _walk(base: Path) -> Iterator[Path]:
+    """The regular files under ``base``; symlinks are not ours to count."""
     if not base.is_dir():
         return
     for dirpath, _, filenames in os.walk(base):
         for name in filenames:
-            yield Path(dirpath) / name
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                yield path
 
 
 # Files over this go up in parts, several at once, each with its own
@@ -198,9 +259,22 @@ class S3Storage:
         )
 
     def get_tree(self, prefix: str, local: Path) -> None:
+        """Downloads every object under ``prefix`` to the same relative path
+        under ``local``. A key that would land outside ``local`` (``..``, an
+        empty or absolute segment) is refused (UnsafeEntry) before anything
+        is written; folder markers (keys ending in ``/``) are skipped."""
         base = self._key(prefix).rstrip("/") + "/"
+        downloads = []
         for entry in self._keys(prefix):
-            target = local.joinpath(*entry["Key"][len(base) :].split("/"))
+            relative = entry["Key"][len(base) :]
+            if not relative or relative.endswith("/"):
+                continue
+            try:
+                parts = relative_parts(relative)
+            except UnsafePath as exc:
+                raise UnsafeEntry(f"{self.uri}: key {entry['Key']!r}: {exc}") from None
+            downloads.append((entry, local.joinpath(*parts)))
+        for entry, target in downloads:
             target.parent.mkdir(parents=True, exist_ok=True)
             self._call(self.client.download_file, self.bucket, entry["Key"], str(target))
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from trainplane.storage.backends import Storage, join
+from trainplane.storage.backends import Storage, UnsafeEntry, join
+from trainplane.storage.containment import relative_parts
 from trainplane.storage.files import missing_file
 
 MANIFEST = "manifest.json"
@@ -42,6 +43,14 @@ class FileEntry(BaseModel):
     path: str
     size: int = Field(ge=0)
     sha256: str
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_folder(cls, value: str) -> str:
+        # Written by the job: a path that leaves the folder makes the
+        # manifest unreadable, so the folder never counts.
+        relative_parts(value)
+        return value
 
 
 class Manifest(BaseModel):
@@ -112,7 +121,10 @@ def latest_complete(storage: Storage) -> CheckpointFolder | None:
 
 
 def _check(storage: Storage, name: str, step: int) -> tuple[Manifest | None, str | None]:
-    raw = storage.read_bytes(f"{name}/{MANIFEST}")
+    try:
+        raw = storage.read_bytes(f"{name}/{MANIFEST}")
+    except UnsafeEntry as exc:
+        return None, str(exc)
     if raw is None:
         return None, "no manifest (the save did not finish)"
     try:

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainplane.storage import files
-from trainplane.storage.backends import Storage
+from trainplane.storage.backends import Storage, UnsafeEntry
 from trainplane.storage.checkpoints import FileEntry
+from trainplane.storage.containment import UnsafePath, relative_parts
 
 MANIFEST = "manifest.json"
 MODEL_FOLDER = "model"  # in a job's folder
 MLFLOW_FOLDER = "mlflow"  # the MLflow model, as the artifact `model` of the run
 MANIFEST_VERSION = 1
+ARTIFACT_NAME = "model"  # the run's artifact the main model is logged as
 
 
 class ModelManifest(BaseModel):
@@ -48,6 +50,18 @@ class ModelManifest(BaseModel):
     def size_bytes(self) -> int:
         return sum(entry.size for entry in self.files)
 
+    @field_validator("extras")
+    @classmethod
+    def _extras_inside_the_folder(cls, extras: dict[str, str]) -> dict[str, str]:
+        # Written by the job: each artifact name and folder must stay inside
+        # the model folder (and the run), and none may stand in for `model`.
+        for name, folder in extras.items():
+            if name == ARTIFACT_NAME:
+                raise UnsafePath(f"extras: '{ARTIFACT_NAME}' is the main model's name")
+            relative_parts(name)
+            relative_parts(folder)
+        return extras
+
 
 def write_manifest(storage: Storage, manifest: ModelManifest) -> None:
     payload = manifest.model_dump(mode="json")
@@ -56,7 +70,10 @@ def write_manifest(storage: Storage, manifest: ModelManifest) -> None:
 
 def read_manifest(storage: Storage) -> tuple[ModelManifest | None, str]:
     """The manifest of a complete export, or None and why there is none."""
-    raw = storage.read_bytes(MANIFEST)
+    try:
+        raw = storage.read_bytes(MANIFEST)
+    except UnsafeEntry as exc:
+        return None, str(exc)
     if raw is None:
         return None, f"no exported model at {storage.uri} (no {MANIFEST})"
     try:

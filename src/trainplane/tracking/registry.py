@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainplane.storage import models as layout
-from trainplane.storage.backends import LocalStorage, StorageError, open_storage
+from trainplane.storage.backends import StorageError, UnsafeEntry, open_storage
 from trainplane.tracking.client import MlflowTracking, TrackingError
 
-ARTIFACT_PATH = "model"
+ARTIFACT_PATH = layout.ARTIFACT_NAME
 
 
 class ModelUnavailable(Exception):
@@ -74,18 +74,24 @@ def _log_model(mlflow: MlflowTracking, r: Registration) -> list[str]:
         raise StorageError(f"cannot read the exported model at {r.model_root}: {exc}") from exc
     if manifest is None:
         raise ModelUnavailable(f"nothing registered: {problem}")
+    # The manifest and the files are the job's (tenant data): its extras are
+    # relative names (ModelManifest), and every file is copied out of the
+    # storage into a scratch folder first, refusing keys with `..` and
+    # symlinks (storage.backends), so nothing outside the model folder is
+    # ever uploaded to the run or written on this machine.
     scratch = Path(tempfile.mkdtemp(prefix="trainplane-model-"))
     folders = {ARTIFACT_PATH: layout.MLFLOW_FOLDER, **manifest.extras}
     try:
         for artifact, source in folders.items():
-            if isinstance(storage, LocalStorage):
-                folder = storage.local_folder(source)
-            else:
-                folder = scratch / source
+            folder = scratch / "artifacts" / artifact
+            try:
                 storage.get_tree(source, folder)
+            except UnsafeEntry as exc:
+                raise ModelUnavailable(f"nothing registered: {exc}") from None
             mlflow.log_folder(r.run_id, str(folder), artifact)
             # The MLmodel file names the run it belongs to, as a logged model's does.
-            mlmodel = _with_run(folder / "MLmodel", scratch / artifact, r.run_id, artifact)
+            patched = scratch / "patched" / artifact
+            mlmodel = _with_run(folder / "MLmodel", patched, r.run_id, artifact)
             mlflow.log_file(r.run_id, str(mlmodel), artifact)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

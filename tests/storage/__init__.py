@@ -1,0 +1,1 @@
+"""Tests of storage/: containment of job-written paths and keys."""
