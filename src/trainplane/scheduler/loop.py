@@ -22,7 +22,7 @@ from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
 from trainplane.observability.instruments import QUEUE_WAIT_SECONDS, SCHEDULER_PASS_SECONDS
-from trainplane.scheduler.code import BUNDLE_CACHE_IDLE, BundleFolders
+from trainplane.scheduler.code import BUNDLE_CACHE_IDLE, BundleFolders, bundle_cache_dir
 from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
 from trainplane.services import bundles as bundle_service
@@ -45,7 +45,7 @@ class Scheduler:
         self.sessions = sessions
         self.clusters = RayClusters()
         self.token_key = TokenKey(settings.secret_key)
-        self.bundles = BundleFolders(sessions)
+        self.bundles = BundleFolders(sessions, bundle_cache_dir(settings))
         self.pool = ThreadPoolExecutor(
             max_workers=settings.scheduler_threads, thread_name_prefix="trainplane-attempt"
         )
