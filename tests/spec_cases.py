@@ -53,6 +53,30 @@ INVALID_SPECS: list[tuple[str, dict[str, Any], str]] = [
         _with(train_spec(), "entrypoint.env", {"TRAINPLANE_ATTEMPT_TOKEN": "x"}),
         "entrypoint.env",
     ),
+    (
+        "secret key with spaces",
+        _with(train_spec(), "entrypoint.secrets", {"HF_TOKEN": "hf token"}),
+        "entrypoint.secrets",
+    ),
+    (
+        "secret into a reserved env var",
+        _with(train_spec(), "entrypoint.secrets", {"MASTER_ADDR": "addr"}),
+        "entrypoint.secrets",
+    ),
+    (
+        "secret into trainplane's own env var",
+        _with(train_spec(), "entrypoint.secrets", {"TRAINPLANE_ATTEMPT_TOKEN": "t"}),
+        "entrypoint.secrets",
+    ),
+    (
+        "variable both in env and secrets",
+        _with(
+            _with(train_spec(), "entrypoint.env", {"HF_TOKEN": "plain"}),
+            "entrypoint.secrets",
+            {"HF_TOKEN": "hf-token"},
+        ),
+        "entrypoint.secrets",
+    ),
     ("unknown strategy", _with(train_spec(), "strategy", {"type": "horovod"}), "strategy.type"),
     (
         "ZeRO stage 4",

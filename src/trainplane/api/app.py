@@ -25,6 +25,7 @@ from trainplane.api.routes import (
     progress,
     projects,
     results,
+    secrets,
     tokens,
     usage,
 )
@@ -165,6 +166,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
     app.include_router(jobs.router)
     app.include_router(progress.router)
     app.include_router(results.router)
+    app.include_router(secrets.router)
     app.include_router(bundles.router)
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)

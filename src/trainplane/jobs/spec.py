@@ -24,6 +24,12 @@ from pydantic_core import PydanticCustomError
 
 from trainplane.code_bundles import DIGEST_PATTERN
 from trainplane.jobs.durations import parse_duration
+from trainplane.jobs.environment import (
+    SecretKey,
+    check_not_in_env,
+    env_values,
+    secret_refs,
+)
 from trainplane.jobs.spec_fields import (
     Duration,
     JobName,
@@ -38,22 +44,7 @@ from trainplane.jobs.spec_fields import (
     storage_uri,
 )
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-# Set by trainplane for every worker; a user value would silently break the run.
-# trainplane's variables a job may set itself: the runtime's optional outputs.
-_USER_SETTABLE_ENV = frozenset({"TRAINPLANE_METRICS_FILE"})
-_RESERVED_ENV = frozenset(
-    {
-        "RANK",
-        "LOCAL_RANK",
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "GROUP_RANK",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    }
-)
 
 
 # --- sections -------------------------------------------------------------------
@@ -73,7 +64,16 @@ class Entrypoint(Strict):
         description="An uploaded code bundle (POST /v1/projects/{project}/bundles) "
         "the job runs in, instead of a working_dir.",
     )
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Configuration, not secret: viewers of the project see the names only.",
+    )
+    secrets: dict[str, SecretKey] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="ENV_VAR: project secret key. The value is put in the job's "
+        "environment at launch, and shown nowhere.",
+    )
     pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
 
     @field_validator("function")
@@ -88,28 +88,19 @@ class Entrypoint(Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
-                raise PydanticCustomError(
-                    "env_name", "'{key}' is not a valid environment variable name", {"key": key}
-                )
-            reserved = key.startswith("TRAINPLANE_") and key not in _USER_SETTABLE_ENV
-            if key in _RESERVED_ENV or reserved:
-                raise PydanticCustomError(
-                    "env_reserved",
-                    "'{key}' is set by trainplane and cannot be overridden",
-                    {"key": key},
-                )
-            # YAML turns `THREADS: 4` into an int; environment values are strings.
-            out[key] = (
-                str(item).lower()
-                if isinstance(item, bool)
-                else (str(item) if isinstance(item, int | float) else item)
-            )
-        return out
+        return env_values(value)
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _secret_names(cls, value: Any) -> Any:
+        return secret_refs(value)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets_not_in_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        # env comes before secrets, so it is validated already.
+        check_not_in_env(value, info.data.get("env"))
+        return value
 
     @model_validator(mode="after")
     def _exactly_one_form(self) -> Entrypoint:

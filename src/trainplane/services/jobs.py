@@ -33,9 +33,11 @@ from trainplane.services.clusters import cluster_capacity, recent_capacity
 from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
 from trainplane.services.file_access import FileAccess, check_spec_locations, job_folder
 from trainplane.services.job_inputs import check_job_inputs
+from trainplane.services.names import check_names
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.projects import project_for
 from trainplane.services.queue import QueueView, queue_views
+from trainplane.services.secrets import check_secret_refs, wanted_secrets
 from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.storage_access import check_checkpoint_storage
 from trainplane.services.usage import JobUsage, job_usage
@@ -113,6 +115,10 @@ def submit_job(
                 if earlier is not None:
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
+            # In the job's transaction: a name claimed by a concurrent submit
+            # of another project, or a secret deleted meanwhile, refuses it.
+            check_names(session, project.id, project.name, document, claim=True)
+            check_secret_refs(session, project.id, project.name, wanted_secrets(document))
             session.execute(insert(Job), [{key: getattr(job, key) for key in _INSERTED_COLUMNS}])
             job.project = Project(id=project.id, name=project.name)
             check_spec_code(session, spec, used_at=now)

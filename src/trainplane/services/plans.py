@@ -38,9 +38,11 @@ from trainplane.services.forecasts import (
 )
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
+from trainplane.services.names import check_names
 from trainplane.services.placement import load_queue
 from trainplane.services.projects import project_for
 from trainplane.services.quotas import project_quotas, project_shares
+from trainplane.services.secrets import check_secret_refs, wanted_secrets
 from trainplane.services.storage_access import check_checkpoint_storage
 
 PLANNED = "planned"  # the would-be job's id in the placement code
@@ -98,6 +100,9 @@ def plan_job(
         spec.max_runtime_seconds,
     )
     with read_only(session):
+        document = spec.model_dump(mode="json")
+        check_names(session, ref.id, ref.name, document, claim=False)
+        check_secret_refs(session, ref.id, ref.name, wanted_secrets(document))
         check_spec_code(session, spec)
         check_some_cluster_can_hold(session, spec)
         check_quota_can_hold(session, project, spec)

@@ -14,6 +14,7 @@ from trainplane.ids import new_id
 from trainplane.services import audit
 from trainplane.services.access import Caller, Role
 from trainplane.services.file_access import ProjectRef
+from trainplane.services.names import check_default_experiment_free
 
 
 def create_project(
@@ -23,6 +24,7 @@ def create_project(
     project = Project(id=new_id(), name=name, description=description, created_at=utcnow())
     try:
         with session.begin():
+            check_default_experiment_free(session, name)
             session.add(project)
             session.flush()
             audit.record(
