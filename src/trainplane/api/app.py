@@ -43,6 +43,7 @@ from trainplane.observability.http_metrics import RequestTimer
 from trainplane.services import tokens as token_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.file_access import FileAccess
+from trainplane.services.progress import progress_rate_limit
 from trainplane.tracking.client import MlflowTracking, tracking_config
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
     app.state.schema_heads = migrate.head_revisions(database_url)
     app.state.ray_clusters = RayClusters()
     app.state.token_key = TokenKey(settings.secret_key)
+    app.state.progress_rate_limit = progress_rate_limit()
     app.state.file_access = FileAccess.from_settings(settings, local_user=local_user)
     app.state.mlflow = MlflowTracking(tracking_config(settings))
 

@@ -5,6 +5,7 @@ also the attempt's heartbeat), so a slow or unreachable control plane never
 slows a step. The answer may ask the attempt to stop (it was preempted):
 ``stop_reason`` is set, and the training loop acts on it at its next report.
 A 409 means the control plane considers the attempt over: the reporter stops.
+A 429 (reporting too often) makes it wait the Retry-After asked, points kept.
 Without a control plane (a local run) points can go to a JSON Lines file
 instead.
 """
@@ -56,6 +57,7 @@ class ProgressReporter:
         self.stop_reason: str | None = None
         self.failures = 0
         self.last_sent = 0.0
+        self.retry_at = 0.0  # a 429 asked to wait until then (time.monotonic())
         self.sending = False  # a batch is out of the queue but not yet delivered
         self.thread: threading.Thread | None = None
         if self.endpoint:
@@ -108,6 +110,8 @@ class ProgressReporter:
 
     def _send(self, client: httpx.Client) -> None:
         assert self.endpoint is not None
+        if time.monotonic() < self.retry_at:
+            return
         if not self.queue and time.monotonic() - self.last_sent < HEARTBEAT_SECONDS:
             return
         with self.lock:
@@ -131,6 +135,9 @@ class ProgressReporter:
             self.revoked = True
             print(f"trainplane: progress reports stopped ({answer.status_code})", flush=True)
             return
+        if answer is not None and answer.status_code == 429:
+            # Reporting too often: wait as asked, keep the points, never fail the run.
+            self.retry_at = time.monotonic() + _retry_after(answer)
         if answer is None or answer.status_code >= 500 or answer.status_code == 429:
             self.failures += 1
             with self.lock:
@@ -158,3 +165,10 @@ class ProgressReporter:
                 f"trainplane: the control plane asks this attempt to stop ({self.stop_reason})",
                 flush=True,
             )
+
+
+def _retry_after(answer: httpx.Response) -> float:
+    try:
+        return min(max(float(answer.headers.get("Retry-After", "")), 0.0), HEARTBEAT_SECONDS)
+    except ValueError:
+        return SEND_EVERY_SECONDS

@@ -4,6 +4,14 @@ and what users read back (the latest attempt's progress, the metric points).
 A report is authenticated by the attempt's own token, not by a Caller: the
 runtime holds no user credential, and the token only ever lets it write the
 progress of its own attempt while that attempt is live.
+
+The job's own code sends these, so they are bounded: per attempt a burst of
+PROGRESS_BURST reports, then PROGRESS_PER_SECOND (a 429 with Retry-After
+beyond; the runtime's reporter waits and sends again), and at most
+MAX_METRIC_KEYS distinct metric names per report and per attempt. A report
+that would take an attempt past that many names is refused whole (a 422 on
+``metrics``), not cut: what was recorded stays exact, and the refusal reaches
+the job's log. Names are at most 128 characters (``jobs.progress``).
 """
 
 from __future__ import annotations
@@ -18,15 +26,27 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import json_merge, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import JobAttempt, JobMetric
-from trainplane.errors import ConflictError, NotFoundError
+from trainplane.errors import ConflictError, InvalidInputError, NotFoundError, RateLimitedError
 from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.progress import ProgressReport
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey, check_attempt_token
 from trainplane.services.jobs import load_job
+from trainplane.services.rate_limits import RateLimit
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
+# A reporter sends every couple of seconds, and at each checkpoint.
+PROGRESS_BURST = 20
+PROGRESS_PER_SECOND = 2.0
+MAX_METRIC_KEYS = 256
+
+
+def progress_rate_limit() -> RateLimit:
+    """The per-attempt limit of one API process."""
+    return RateLimit(burst=PROGRESS_BURST, per_second=PROGRESS_PER_SECOND)
+
+
 PROGRESS_COLUMNS = (
     JobAttempt.number,
     JobAttempt.progress_step,
@@ -79,6 +99,7 @@ def record_progress(
     attempt_id: str,
     token: str | None,
     report: ProgressReport,
+    rate_limit: RateLimit | None = None,
 ) -> StopRequest | None:
     """Every report is a heartbeat; its step counts as progress when it
     differs from the one before (or is the first): after workers restart from
@@ -87,6 +108,17 @@ def record_progress(
     # The token is checked before anything is looked up, so that only the
     # holder of an attempt's token learns whether that attempt exists.
     check_attempt_token(token_key.get(session), attempt_id, token)
+    # After the token: nobody else can use up an attempt's allowance.
+    wait = rate_limit.take(attempt_id) if rate_limit is not None else 0
+    if wait:
+        raise RateLimitedError(
+            f"attempt {attempt_id} reports more often than {PROGRESS_PER_SECOND:g} times a "
+            f"second (after a burst of {PROGRESS_BURST}); send again in {wait} s",
+            retry_after_seconds=wait,
+        )
+    latest = latest_values(report)
+    if len(latest) > MAX_METRIC_KEYS:
+        raise InvalidInputError("metrics", _too_many_names(f"the report names {len(latest)}"))
     now = utcnow()
     values: dict[str, Any] = {"last_heartbeat_at": now}
     step = report.current_step
@@ -100,7 +132,6 @@ def record_progress(
         )
     if report.total_steps is not None:
         values["total_steps"] = report.total_steps
-    latest = latest_values(report)
     if latest:
         values["latest_metrics"] = json_merge(JobAttempt.latest_metrics, latest)
     with session.begin():
@@ -114,11 +145,21 @@ def record_progress(
                 JobAttempt.status.in_(_LIVE),
             )
             .values(values)
-            .returning(JobAttempt.number, JobAttempt.stop_reason, JobAttempt.stop_requested_at)
+            .returning(
+                JobAttempt.number,
+                JobAttempt.stop_reason,
+                JobAttempt.stop_requested_at,
+                JobAttempt.latest_metrics,
+            )
             .execution_options(synchronize_session=False)
         ).first()
         if row is None:
             _refuse(session, job_id, attempt_id)
+        names = len(row.latest_metrics or {})
+        if names > MAX_METRIC_KEYS:  # raised in the transaction: nothing is kept
+            raise InvalidInputError(
+                "metrics", _too_many_names(f"the attempt would have {names} with this report")
+            )
         number = row.number
         if report.points:
             session.execute(
@@ -147,6 +188,13 @@ def latest_values(report: ProgressReport) -> dict[str, float]:
     for point in report.points:
         latest.update(point.metrics)
     return latest
+
+
+def _too_many_names(count: str) -> str:
+    return (
+        f"at most {MAX_METRIC_KEYS} distinct metric names per attempt, and {count}: "
+        "report a fixed set of metrics, not one name per step or item"
+    )
 
 
 def _refuse(session: Session, job_id: str, attempt_id: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
@@ -22,25 +22,38 @@ MAX_METRICS_PAGE = 10_000
 @router.post(
     "/{job_id}/attempts/{attempt_id}/progress",
     response_model=ProgressAckOut,
-    responses={401: problem_response("Missing or wrong attempt token"), **BODY_RESPONSES},
+    responses={
+        401: problem_response("Missing or wrong attempt token"),
+        429: problem_response("Reporting too often; send again after Retry-After seconds"),
+        **BODY_RESPONSES,
+    },
 )
 def report_progress(
     job_id: str,
     attempt_id: str,
     report: Annotated[ProgressReport, Body()],
+    request: Request,
     session: SessionDep,
     token_key: TokenKeyDep,
     token: BearerTokenDep,
 ) -> ProgressAckOut:
     """For the attempt's runtime: its step and a batch of metric points. Every
     call is a heartbeat. The answer's `stop` asks the attempt to checkpoint and
-    stop (it was preempted). 409 once the attempt has ended: stop reporting."""
+    stop (it was preempted). 409 once the attempt has ended: stop reporting.
+    429 (with Retry-After) past a burst of reports; 422 on `metrics` for a
+    report that would give the attempt more distinct metric names than allowed."""
     # Authenticated by the attempt token (TRAINPLANE_ATTEMPT_TOKEN), not by a
     # Caller: the runtime holds no user's credential, and must not, since its
     # code and environment are the job author's. The token lets it do one
     # thing: report on its own attempt while that attempt is live.
     stop = progress_service.record_progress(
-        session, token_key, job_id=job_id, attempt_id=attempt_id, token=token, report=report
+        session,
+        token_key,
+        job_id=job_id,
+        attempt_id=attempt_id,
+        token=token,
+        report=report,
+        rate_limit=request.app.state.progress_rate_limit,
     )
     return ProgressAckOut.of(stop)
 
