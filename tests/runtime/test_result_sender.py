@@ -4,12 +4,12 @@ chosen status (the happy path runs end to end in tests/sdk)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.runtime.conftest import control_plane_at
 from trainplane.jobs.results import MAX_RESULT_BYTES
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
@@ -40,22 +40,14 @@ class ControlPlane:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
 @pytest.fixture
 def plane(monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
     plane = ControlPlane()
-    thread = threading.Thread(target=plane.server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv(tp_env.CONTROL_PLANE_URL, plane.url)
-    monkeypatch.setenv(tp_env.JOB_ID, "job")
-    monkeypatch.setenv(tp_env.ATTEMPT_ID, "attempt")
-    monkeypatch.setenv(tp_env.ATTEMPT_TOKEN, "token")
     monkeypatch.setattr(results, "BACKOFF_SECONDS", 0.01)
-    yield plane
-    plane.server.shutdown()
-    plane.server.server_close()
+    with control_plane_at(plane.server, monkeypatch):
+        yield plane
 
 
 def test_a_delivered_result_is_one_request(plane: ControlPlane) -> None:

@@ -57,11 +57,15 @@ def test_params_are_the_specs_set_paths_plus_placement():
     assert "resources.gpu_type" not in params  # unset fields are not logged
 
 
-def test_env_values_and_tracking_tags_are_never_params():
-    spec = _spec(entrypoint={"function": "t:f", "env": {"HF_TOKEN": "hf_secret"}})
+def test_env_names_are_params_with_their_values_hidden_and_tracking_tags_are_not():
+    spec = _spec(
+        entrypoint={"function": "t:f", "env": {"HF_TOKEN": "hf_value"}, "secrets": {"K": "key"}}
+    )
     params = run_params(spec, [])
-    assert not any(k.startswith(("entrypoint.env", "tracking.tags")) for k in params)
-    assert "hf_secret" not in "".join(params.values())
+    assert params["entrypoint.env.HF_TOKEN"] == "<hidden>"
+    assert params["entrypoint.secrets.K"] == "key"  # a key's name, not its value
+    assert not any(k.startswith("tracking.tags") for k in params)
+    assert "hf_value" not in "".join(params.values())
 
 
 def test_long_values_are_cut_to_what_every_server_takes():

@@ -19,7 +19,13 @@ from trainplane.db.base import utcnow
 from trainplane.db.models import JobTracking
 from trainplane.jobs.states import JobStatus
 from trainplane.net import free_port
-from trainplane.scheduler.tracking import LEASE_SECONDS, LeaseKeeper, TrackingLoop, sync
+from trainplane.scheduler.tracking import (
+    LEASE_SECONDS,
+    LeaseKeeper,
+    TrackingLoop,
+    name_claimer,
+    sync,
+)
 from trainplane.services import tracking as tracking_service
 from trainplane.tracking.client import MlflowTracking, tracking_config
 
@@ -207,6 +213,7 @@ def test_a_pass_that_lost_its_lease_while_uploading_registers_nothing(
         utcnow(),
         api_url=None,
         keep_lease=functools.partial(LeaseKeeper, sessions, stalled),
+        claim_name=name_claimer(sessions, stalled.project_id),
     )
     assert "lost the job's lease" in result.error and result.model_version is None
     assert mlflow_client.search_model_versions(f"name = '{jobs.model}'") == []
@@ -216,6 +223,7 @@ def test_a_pass_that_lost_its_lease_while_uploading_registers_nothing(
         utcnow(),
         api_url=None,
         keep_lease=functools.partial(LeaseKeeper, sessions, current),
+        claim_name=name_claimer(sessions, current.project_id),
     )
     assert taken.error is None and taken.model_version == "1" and taken.finished
 

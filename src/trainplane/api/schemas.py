@@ -232,7 +232,7 @@ class JobOut(JobSummary):
         )
         return cls(
             **cls.fields_of(job, detail.queue, detail.usage),
-            spec=job.spec,
+            spec=detail.spec,
             attempts=[AttemptOut.from_row(a) for a in detail.attempts],
             progress=ProgressOut.from_progress(Progress.of(latest) if latest else None),
             latest_metrics=detail.latest_metrics,

@@ -29,6 +29,7 @@ from trainplane.runtime.processes import (
     forward_output,
 )
 from trainplane.runtime.ray_train import failure_cause
+from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 
 # The driver's own failures, distinct from a user command's exit code.
 EXIT_BAD_SPEC = 64
@@ -59,11 +60,19 @@ def main() -> int:
     except (KeyError, ValueError) as exc:
         print(f"trainplane: the attempt carries no readable spec ({exc})", flush=True)
         return EXIT_BAD_SPEC
+    try:
+        # Before anything starts: a secret deleted since the job was
+        # submitted fails the attempt here, naming it. A gang's workers fetch
+        # their own copy (runtime.secrets): the values never go through Ray.
+        secrets = secret_env(spec)
+    except SecretsUnavailable as exc:
+        print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
+        return EXIT_TRAINING_FAILED
     resources = spec["resources"]
     on_gpu = accelerator.lower() != "cpu"
     entrypoint = spec.get("entrypoint") or {}
     if function_of(spec):
-        return run_function(spec, on_gpu=on_gpu)
+        return run_function(spec, on_gpu=on_gpu, secrets=secrets)
     argv = command_of(entrypoint)
     if argv is None:
         print("trainplane: the spec has no entrypoint this runtime can run", flush=True)
@@ -86,7 +95,7 @@ def main() -> int:
         # The driver was given the one worker's resources: run it right here,
         # without starting Ray in this process.
         print(f"trainplane: starting 1 {'GPU' if on_gpu else 'CPU'} worker ({backend})", flush=True)
-        code = run_inline(argv, common_env)
+        code = run_inline(argv, common_env, secrets)
         print(f"trainplane: worker finished with exit code {code}", flush=True)
         return code
 
@@ -124,9 +133,13 @@ def _supervisor_pid() -> int | None:
         return None
 
 
-def run_function(spec: dict[str, Any], *, on_gpu: bool) -> int:
+def run_function(spec: dict[str, Any], *, on_gpu: bool, secrets: dict[str, str]) -> int:
     """A train function: on one worker right here, on a gang through Ray Train."""
     workers = int(spec["resources"]["gpus"])
+    if workers == 1:
+        # The function runs in this very process. (A gang's driver keeps them
+        # out of its environment, which Ray Train would hand to its workers.)
+        os.environ.update(secrets)
     os.environ[tp_env.DEVICE] = "cuda" if on_gpu else "cpu"
     if not on_gpu:
         threads = max(1, int(spec["resources"].get("cpus_per_worker", 1)))
@@ -170,10 +183,11 @@ def _stopped_for_preemption() -> int:
     return EXIT_PREEMPTED
 
 
-def run_inline(argv: list[str], common_env: dict[str, str]) -> int:
+def run_inline(argv: list[str], common_env: dict[str, str], secrets: dict[str, str]) -> int:
     env = {
         **os.environ,
         **common_env,
+        **secrets,
         **tp_env.torchrun_env(
             rank=0,
             local_rank=0,

@@ -23,12 +23,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
 from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 from trainplane.runtime.train_storage import ray_train_storage
 
 
@@ -46,9 +48,15 @@ def worker_main(config: dict[str, Any]) -> None:
         [ray.util.get_node_ip_address(), free_port("")] if rank == 0 else [None, None]
     )
     dist.broadcast_object_list(rendezvous, src=0)
+    try:
+        # Fetched by each worker, never handed through Ray (runtime.secrets).
+        secrets = secret_env(config["spec"])
+    except SecretsUnavailable as exc:
+        raise RankFailed(f"rank {rank}: {exc}", time.time()) from None
     error_file = os.path.join(tempfile.mkdtemp(prefix="trainplane-rank-"), "error")
     env = {
         **os.environ,
+        **secrets,
         **tp_env.torchrun_env(
             rank=rank,
             local_rank=context.get_local_rank(),

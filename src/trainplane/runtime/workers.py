@@ -7,6 +7,7 @@ driver's log (Ray sends actor output to the job driver).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -20,11 +21,14 @@ from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 
 # How long a gang waits for the cluster to place its workers: Ray Train's knob
 # and default, so that a train function's gang and a command's wait alike.
 START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 DEFAULT_START_TIMEOUT = 60.0
+# A rank that could not get the attempt's secrets (it says why) never started.
+EXIT_NO_SECRETS = 1
 
 
 class PlacementTimeout(RuntimeError):
@@ -62,7 +66,13 @@ class RankWorker:
         return free_port("")
 
     def run(self, argv: list[str], extra_env: dict[str, str], rank: int) -> int:
-        child_env = {**os.environ, **extra_env, "PYTHONUNBUFFERED": "1"}
+        try:
+            # Fetched here, not sent by the driver: secrets never pass through Ray.
+            secrets = secret_env(json.loads(os.environ.get(tp_env.SPEC) or "{}"))
+        except SecretsUnavailable as exc:
+            print(f"{tp_env.TRAINING_FAILED}rank {rank}: {exc}", flush=True)
+            return EXIT_NO_SECRETS
+        child_env = {**os.environ, **extra_env, **secrets, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             argv,
             env=child_env,

@@ -59,6 +59,13 @@ def launch_request(
     }
     if control_plane_url:
         env_vars[tp_env.CONTROL_PLANE_URL] = control_plane_url
+    elif entrypoint.get("secrets"):
+        # The runtime fetches secret values from the control plane; they are
+        # never put in the runtime_env, which Ray's job list shows.
+        raise LaunchError(
+            "entrypoint.secrets: the job's secrets are handed to its runtime by the "
+            "control plane, and this server has no TRAINPLANE_ADVERTISE_URL to give it"
+        )
     runtime_env: dict[str, Any] = {"env_vars": env_vars}
     working_dir = entrypoint.get("working_dir")
     # Only an absolute folder is shipped (the CLI makes spec-relative paths

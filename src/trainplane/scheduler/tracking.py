@@ -24,9 +24,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from trainplane import __version__
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
+from trainplane.jobs.environment import redacted_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours, lost_gpu_hours
+from trainplane.services import names
 from trainplane.services import tracking as tracking_service
+from trainplane.services.names import NameUse
 from trainplane.services.tracking import SyncResult, TrackingWork
 from trainplane.storage.backends import StorageError
 from trainplane.tracking.client import MetricValue, MlflowTracking, TrackingError, tracking_config
@@ -88,6 +91,38 @@ class LeaseKeeper:
         self._thread.join()
 
 
+# Claims a name for the job's project if no one owns it; returns its owner's id.
+NameClaim = Callable[[NameUse], str]
+
+
+def name_claimer(sessions: sessionmaker[Session], project_id: str) -> NameClaim:
+    def claim(use: NameUse) -> str:
+        with sessions() as session:
+            return names.claim_name(session, use, project_id)
+
+    return claim
+
+
+def name_refusal(
+    work: TrackingWork, mlflow: MlflowTracking, use: NameUse, owner: str | None, claim: NameClaim
+) -> str | None:
+    """Why the job may not write to the experiment or model ``use``, or None.
+    A name no one owns yet (one that predates ownership) is checked against
+    what MLflow says (trainplane's project tags on runs and versions) before
+    the job's project claims it."""
+    if owner is None:
+        foreign = (
+            mlflow.has_runs_of_other_projects(use.name, work.project)
+            if use.kind == names.EXPERIMENT
+            else mlflow.has_versions_of_other_projects(use.name, work.project)
+        )
+        if not foreign:
+            owner = claim(use)
+    if owner == work.project_id:
+        return None
+    return f"nothing written to MLflow: {names.refusal(use, work.project)}"
+
+
 def sync(
     work: TrackingWork,
     mlflow: MlflowTracking,
@@ -95,12 +130,20 @@ def sync(
     *,
     api_url: str | None,
     keep_lease: Callable[[], LeaseKeeper],
+    claim_name: NameClaim,
 ) -> SyncResult:
     """One pass over one job. Never raises for MLflow's or the storage's
     failures: they come back as ``error``, with whatever got done before."""
     result = SyncResult()
     job_url = f"{api_url.rstrip('/')}/v1/jobs/{work.job_id}" if api_url else None
+    experiment = NameUse(names.EXPERIMENT, experiment_name(work.spec, work.project))
     try:
+        refused = name_refusal(work, mlflow, experiment, work.experiment_owner, claim_name)
+        if refused is not None:
+            # For good: another project's experiment stays another's. The
+            # job's tracking ends here, with the reason as its error.
+            result.error, result.finished = refused, True
+            return result
         run_id = work.run_id or _open_run(work, mlflow, result, job_url)
         if work.points:
             metrics = [
@@ -115,7 +158,7 @@ def sync(
             mlflow.log(run_id, tags=attempt_tags(work.attempts))
             result.synced_attempts = signature
         if work.can_finish:
-            _finish(work, mlflow, run_id, result, now, job_url, keep_lease)
+            _finish(work, mlflow, run_id, result, now, job_url, keep_lease, claim_name)
     except (TrackingError, StorageError) as exc:
         result.error = str(exc)
     return result
@@ -143,10 +186,40 @@ def _open_run(
             experiment_id, name=work.name, start_time_ms=_ms(started), tags=tags
         )
     mlflow.log(run_id, params=run_params(work.spec, work.attempts))
-    mlflow.log_document(run_id, json.dumps(work.spec, indent=2), "trainplane/spec.json")
+    # entrypoint.env with its values hidden, as in the parameters.
+    spec_document = json.dumps(redacted_spec(work.spec), indent=2)
+    mlflow.log_document(run_id, spec_document, "trainplane/spec.json")
     result.experiment_id, result.run_id = experiment_id, run_id
     result.run_url = mlflow.run_url(experiment_id, run_id)
     return run_id
+
+
+def _register(
+    work: TrackingWork,
+    mlflow: MlflowTracking,
+    run_id: str,
+    result: SyncResult,
+    job_url: str | None,
+    keep_lease: Callable[[], LeaseKeeper],
+) -> str | None:
+    """Register the job's model; why there is none, if it has none."""
+    wanted = work.spec["register_model"]
+    registration = Registration(
+        name=wanted["name"],
+        alias=wanted.get("alias"),
+        run_id=run_id,
+        model_root=work.model_root,
+        job_id=work.job_id,
+        project=work.project,
+        job_url=job_url,
+    )
+    try:
+        with keep_lease() as lease:
+            result.model_version = register(mlflow, registration, still_ours=lease.held)
+        result.model_name = registration.name
+    except ModelUnavailable as exc:
+        return str(exc)  # the run still closes; the job shows why
+    return None
 
 
 def _finish(
@@ -157,25 +230,15 @@ def _finish(
     now: datetime,
     job_url: str | None,
     keep_lease: Callable[[], LeaseKeeper],
+    claim_name: NameClaim,
 ) -> None:
     wanted = work.spec.get("register_model")
     unavailable = None
     if wanted and work.status is JobStatus.SUCCEEDED and work.model_version is None:
-        registration = Registration(
-            name=wanted["name"],
-            alias=wanted.get("alias"),
-            run_id=run_id,
-            model_root=work.model_root,
-            job_id=work.job_id,
-            project=work.project,
-            job_url=job_url,
-        )
-        try:
-            with keep_lease() as lease:
-                result.model_version = register(mlflow, registration, still_ours=lease.held)
-            result.model_name = registration.name
-        except ModelUnavailable as exc:
-            unavailable = str(exc)  # the run still closes; the job shows why
+        model = NameUse(names.MODEL, wanted["name"])
+        unavailable = name_refusal(work, mlflow, model, work.model_owner, claim_name)
+        if unavailable is None:
+            unavailable = _register(work, mlflow, run_id, result, job_url, keep_lease)
     end = work.finished_at or now
     spans = [
         AttemptSpan(a.gpus, a.started_at, a.finished_at, a.price_per_gpu_hour)
@@ -241,6 +304,7 @@ class TrackingLoop:
                 utcnow(),
                 api_url=settings.advertise_url,
                 keep_lease=functools.partial(LeaseKeeper, self.sessions, work),
+                claim_name=name_claimer(self.sessions, work.project_id),
             )
             for work in works
         ]

@@ -16,6 +16,7 @@ from trainplane.jobs.fields import differences
 from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours
 from trainplane.services.access import Caller
 from trainplane.services.jobs import load_job, merged_metrics
+from trainplane.services.spec_views import visible_spec
 
 MIN_JOBS = 2
 MAX_JOBS = 20
@@ -85,7 +86,10 @@ def compare_jobs(session: Session, caller: Caller, ids: list[str]) -> Comparison
     names = sorted({name for c in compared for name in c.final_metrics})
     return Comparison(
         jobs=compared,
-        spec_differences=differences([job.spec for job in jobs]),
+        # A viewer's comparison shows entrypoint.env names, not values.
+        spec_differences=differences(
+            [visible_spec(caller, job.project_id, job.spec) for job in jobs]
+        ),
         metrics={name: [c.final_metrics.get(name) for c in compared] for name in names},
     )
 

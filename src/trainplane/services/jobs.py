@@ -18,6 +18,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
+from trainplane.jobs.environment import redacted_spec
 from trainplane.jobs.memory import GB
 from trainplane.jobs.placement import Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
@@ -38,6 +39,7 @@ from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.projects import project_for
 from trainplane.services.queue import QueueView, queue_views
 from trainplane.services.secrets import check_secret_refs, wanted_secrets
+from trainplane.services.spec_views import sees_env_values
 from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.storage_access import check_checkpoint_storage
 from trainplane.services.usage import JobUsage, job_usage
@@ -252,6 +254,12 @@ class JobDetail:
     queue: QueueView | None  # for QUEUED jobs: position and why it waits
     tracking: JobTracking | None = None  # its MLflow run, once it was placed
     usage: JobUsage | None = None  # GPU time and cost so far
+    env_hidden: bool = False  # the caller is a viewer: entrypoint.env values are hidden
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The job's spec as the caller may see it (services.spec_views)."""
+        return redacted_spec(self.job.spec) if self.env_hidden else self.job.spec
 
     @property
     def latest_metrics(self) -> dict[str, float]:
@@ -282,7 +290,9 @@ def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
         ]
         tracking = session.get(JobTracking, job_id)
         usage = job_usage(session, [job_id], utcnow()).get(job_id)
-        return JobDetail(job, attempts, queue_views(session, [job]).get(job.id), tracking, usage)
+        queue = queue_views(session, [job]).get(job.id)
+        hidden = not sees_env_values(caller, job.project_id)
+        return JobDetail(job, attempts, queue, tracking, usage, env_hidden=hidden)
 
 
 @dataclass(frozen=True)

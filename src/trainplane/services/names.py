@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import upsert_insert, utcnow
 from trainplane.db.models import OwnedName, Project
 from trainplane.errors import ConflictError, InvalidInputError
+from trainplane.tracking.run_data import experiment_name
 
 MODEL = "model"
 EXPERIMENT = "experiment"
@@ -43,13 +44,9 @@ class NameUse:
         return FIELDS[self.kind]
 
 
-def experiment_of(spec: Mapping[str, Any], project: str) -> str:
-    return (spec.get("tracking") or {}).get("experiment") or project
-
-
 def names_of(spec: Mapping[str, Any], project: str) -> list[NameUse]:
     """The names a job (its stored spec document) writes to."""
-    uses = [NameUse(EXPERIMENT, experiment_of(spec, project))]
+    uses = [NameUse(EXPERIMENT, experiment_name(spec, project))]
     model = (spec.get("register_model") or {}).get("name")
     if model:
         uses.append(NameUse(MODEL, model))
@@ -81,6 +78,18 @@ def owners(session: Session, uses: Iterable[NameUse]) -> dict[NameUse, tuple[str
         .where(tuple_(OwnedName.kind, OwnedName.name).in_(sorted(wanted)))
     )
     return {NameUse(kind, name): (pid, pname) for kind, name, pid, pname in rows}
+
+
+def owner_ids(session: Session, uses: Iterable[NameUse]) -> dict[NameUse, str]:
+    """The project each of ``uses`` belongs to, if any: its owner, or for an
+    experiment no one owns, the project of that name (whose default it is)."""
+    uses = set(uses)
+    found = {use: owner[0] for use, owner in owners(session, uses).items()}
+    unowned = {u.name for u in uses if u.kind == EXPERIMENT and u not in found}
+    if unowned:
+        rows = session.execute(select(Project.name, Project.id).where(Project.name.in_(unowned)))
+        found.update({NameUse(EXPERIMENT, name): project_id for name, project_id in rows})
+    return found
 
 
 def _project_named(session: Session, name: str) -> str | None:

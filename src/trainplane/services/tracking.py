@@ -21,6 +21,7 @@ from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobMetric, 
 from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
 from trainplane.services.leases import claim_due
 from trainplane.services.locations import model_root
+from trainplane.services.names import EXPERIMENT, MODEL, names_of, owner_ids
 from trainplane.tracking.run_data import AttemptFacts, experiment_name
 
 
@@ -64,6 +65,11 @@ class TrackingWork:
     points: list[PointFacts]  # after the run's last one, oldest first
     more_points: bool  # beyond this pass's batch
     events: list[EventFacts]  # only for an ended job whose points are all loaded
+    project_id: str = ""
+    # The projects the job's experiment and model belong to (services.names
+    # owner_ids); None: no one's yet. The loop writes only to its project's own.
+    experiment_owner: str | None = None
+    model_owner: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -145,8 +151,11 @@ def claim_tracking(
             .where(JobTracking.job_id.in_(ids))
         ).all()
         attempts = _attempts(session, ids)
+        uses = {job.id: names_of(job.spec, job.project_name) for _, job in rows}
+        owners = owner_ids(session, [use for found in uses.values() for use in found])
         works = []
         for tracking, job in rows:
+            named = {use.kind: owners.get(use) for use in uses[job.id]}
             points, more = _points(session, job.id, tracking.synced_metric_id, points_per_pass)
             status = JobStatus(job.status)
             finishing = status in TERMINAL_STATUSES and not more
@@ -173,6 +182,9 @@ def claim_tracking(
                     points=points,
                     more_points=more,
                     events=_events(session, job.id) if finishing else [],
+                    project_id=job.project_id,
+                    experiment_owner=named.get(EXPERIMENT),
+                    model_owner=named.get(MODEL),
                 )
             )
         return works

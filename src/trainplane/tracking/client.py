@@ -160,6 +160,23 @@ class MlflowTracking:
         return runs[0].info.run_id if runs else None
 
     @_wrapped
+    def has_runs_of_other_projects(self, experiment: str, project: str) -> bool:
+        """Whether experiment ``experiment`` holds a run trainplane made for
+        a project other than ``project`` (deleted runs count too)."""
+        from mlflow.entities import ViewType
+
+        found = self.client.get_experiment_by_name(experiment)
+        if found is None:
+            return False
+        runs = self.client.search_runs(
+            [found.experiment_id],
+            filter_string=f"tags.`trainplane.project` != '{project}'",
+            run_view_type=ViewType.ALL,
+            max_results=1,
+        )
+        return bool(runs)
+
+    @_wrapped
     def create_run(
         self, experiment_id: str, *, name: str, start_time_ms: int, tags: dict[str, str]
     ) -> str:
@@ -230,6 +247,13 @@ class MlflowTracking:
             await_creation_for=60,
         )
         return str(version.version)
+
+    @_wrapped
+    def has_versions_of_other_projects(self, name: str, project: str) -> bool:
+        """Whether model ``name`` has a version trainplane registered for a
+        project other than ``project``."""
+        versions = self.client.search_model_versions(f"name = '{name}'")
+        return any((v.tags or {}).get("trainplane.project", project) != project for v in versions)
 
     @_wrapped
     def set_alias(self, name: str, alias: str, version: str) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from trainplane.jobs.environment import redacted_spec
 from trainplane.jobs.fields import flatten
 from trainplane.jobs.states import JobStatus
 
@@ -26,8 +27,8 @@ TAG = "trainplane."
 MAX_KEY = 250
 MAX_PARAM_VALUE = 500
 MAX_TAG_VALUE = 5000
-# Never parameters: env may hold secrets; tracking.tags become tags; these are tags.
-HIDDEN_PATHS = ("entrypoint.env", "tracking.tags")
+# Never parameters: tracking.tags become tags; these are tags.
+HIDDEN_PATHS = ("tracking.tags",)
 TAGGED_PATHS = ("name", "project", "kind")
 _KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9_\-. /]")
 
@@ -70,9 +71,11 @@ def _text(value: Any, limit: int) -> str:
 
 
 def run_params(spec: Mapping[str, Any], attempts: Sequence[AttemptFacts]) -> dict[str, str]:
+    """Whoever reads the run sees entrypoint.env's names, never its values:
+    MLflow's readers are not the project's members."""
     leaves = {
         path: value
-        for path, value in flatten(spec).items()
+        for path, value in flatten(redacted_spec(spec)).items()
         if value is not None
         and path not in TAGGED_PATHS
         and not any(path == h or path.startswith(f"{h}.") for h in HIDDEN_PATHS)
