@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from anyio import to_thread
 from sqlalchemy.orm import Session, sessionmaker
@@ -66,10 +67,13 @@ def credential_of(connection: HTTPConnection) -> Credential:
     return Credential(cookie, from_cookie=True) if cookie else Credential(None)
 
 
-def own_origin(connection: HTTPConnection) -> str:
-    """This server's origin as the request addressed it (the scheme is what
-    uvicorn saw, or what a trusted proxy's X-Forwarded-Proto said)."""
-    return f"{connection.url.scheme}://{connection.headers.get('host', '')}"
+def same_origin(connection: HTTPConnection) -> bool:
+    """Whether the request's Origin names the host it was sent to. The
+    scheme is left out: behind a proxy that ends TLS the server sees http
+    while the browser's origin says https."""
+    origin = connection.headers.get("origin")
+    host = connection.headers.get("host")
+    return bool(origin and host) and urlsplit(origin).netloc == host
 
 
 def cross_site_refusal(connection: HTTPConnection, method: str) -> str | None:
@@ -81,7 +85,7 @@ def cross_site_refusal(connection: HTTPConnection, method: str) -> str | None:
             f"a change authenticated by the dashboard's cookie needs the {DASHBOARD_HEADER} "
             "header; other clients send Authorization: Bearer <token>"
         )
-    if connection.headers.get("origin") != own_origin(connection):
+    if not same_origin(connection):
         return "a change authenticated by the dashboard's cookie must come from the dashboard"
     return None
 

@@ -1,5 +1,6 @@
 """The dashboard's only way to data: the public API, called in-process over
-ASGI with the visitor's token, exactly as an HTTP client would call it."""
+ASGI with the visitor's token (sent as a bearer token: what the API checks is
+the same as for any HTTP client)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ from typing import Any
 import httpx
 from fastapi import Request
 
-# Where a browser keeps its token for page loads (the scripts send it as a
-# bearer header; pages are GET-only, so the cookie can change nothing).
-TOKEN_COOKIE = "trainplane_token"
+from trainplane.api.authentication import credential_of
 
 
 @dataclass
@@ -23,18 +22,13 @@ class ApiError(Exception):
     errors: list[dict[str, Any]]
 
 
-def visitor_token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, credential = header.partition(" ")
-    if scheme.lower() == "bearer" and credential.strip():
-        return credential.strip()
-    return request.cookies.get(TOKEN_COOKIE) or None
-
-
 class DashboardApi:
-    def __init__(self, request: Request) -> None:
+    """The API as the visitor (their bearer header or sign-in cookie), or
+    as ``token`` when given (checking a token before signing in with it)."""
+
+    def __init__(self, request: Request, token: str | None = None) -> None:
         headers = {"accept": "application/json"}
-        token = visitor_token(request)
+        token = token or credential_of(request).secret
         if token:
             headers["authorization"] = f"Bearer {token}"
         self._client = httpx.AsyncClient(

@@ -12,14 +12,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
+from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from trainplane import __version__
+from trainplane.api.authentication import credential_of, same_origin
 from trainplane.dashboard import formatting
-from trainplane.dashboard.api import TOKEN_COOKIE, ApiError, DashboardApi
+from trainplane.dashboard.api import ApiError, DashboardApi
+from trainplane.dashboard.cookies import clear_token_cookie, set_token_cookie
 from trainplane.dashboard.static_files import asset_version
 from trainplane.jobs.states import JobStatus
 
@@ -43,6 +46,19 @@ _templates.globals.update(
 Context = dict[str, Any]
 
 
+def _page(
+    request: Request, template: str, context: Context, status: int, started: float
+) -> HTMLResponse:
+    context.setdefault("path", request.url.path)
+    html = _templates.get_template(template).render(request=request, **context)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    return HTMLResponse(
+        html,
+        status_code=status,
+        headers={"Server-Timing": f"render;dur={elapsed_ms:.1f}", "Cache-Control": "no-store"},
+    )
+
+
 async def _render(
     request: Request, template: str, build: Callable[[DashboardApi], Awaitable[Context]]
 ) -> HTMLResponse:
@@ -53,14 +69,15 @@ async def _render(
             status = 200
         except ApiError as error:
             template, context, status = "error.html", {"error": error}, error.status
-    context.setdefault("path", request.url.path)
-    html = _templates.get_template(template).render(request=request, **context)
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    return HTMLResponse(
-        html,
-        status_code=status,
-        headers={"Server-Timing": f"render;dur={elapsed_ms:.1f}", "Cache-Control": "no-store"},
-    )
+    response = _page(request, template, context, status, started)
+    credential = credential_of(request)
+    if credential.from_cookie and credential.secret:
+        if status == 401:
+            clear_token_cookie(response)  # revoked or expired: sign in again
+        elif not request.url.path.startswith("/fragments/"):
+            # Set again as it is set now: a cookie from before it was HttpOnly becomes so.
+            set_token_cookie(response, request, credential.secret)
+    return response
 
 
 @dataclass(frozen=True)
@@ -222,10 +239,66 @@ async def submit_page(request: Request) -> HTMLResponse:
     return await _render(request, "submit.html", build)
 
 
-@router.get("/login")
-async def login(token: Annotated[str, Query(min_length=1, max_length=512)]) -> RedirectResponse:
-    """Signs the browser in with ``token`` (the link ``trainplane up`` prints)
-    and drops it from the address bar. The scripts pick it up from the cookie."""
-    response = RedirectResponse("/", status_code=303)
-    response.set_cookie(TOKEN_COOKIE, token, samesite="strict", path="/")
+# --- signing in ------------------------------------------------------------------------------
+
+
+def _safe_next(target: str | None) -> str:
+    """Where to go after signing in: a path of this dashboard, nowhere else."""
+    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/"
+
+
+async def _sign_in(request: Request, token: str, target: str | None) -> Response:
+    """Signs the browser in with ``token`` once the API accepts it."""
+    started = time.perf_counter()
+    async with DashboardApi(request, token=token) as api:
+        try:
+            await api.get("/v1/whoami")
+        except ApiError as error:
+            context = {"error": error.detail, "next": _safe_next(target)}
+            return _page(request, "login.html", context, error.status, started)
+    response = RedirectResponse(_safe_next(target), status_code=303)
+    set_token_cookie(response, request, token)
+    return response
+
+
+def _refuse_other_origins(request: Request) -> None:
+    # Signing in or out is a change: only this dashboard's own pages ask for it.
+    if request.headers.get("origin") is not None and not same_origin(request):
+        raise HTTPException(403, "sign in from this dashboard's own page")
+
+
+@router.get("/login", response_model=None)
+async def login_page(
+    request: Request,
+    token: Annotated[str | None, Query(min_length=1, max_length=512)] = None,
+    target: Annotated[str | None, Query(alias="next", max_length=2000)] = None,
+) -> Response:
+    """The sign-in page. ``?token=`` (the link older ``trainplane up`` printed)
+    still signs in, and drops the token from the address bar at once."""
+    if token is not None:
+        return await _sign_in(request, token, "/")
+    return _page(request, "login.html", {"next": _safe_next(target)}, 200, time.perf_counter())
+
+
+@router.post("/login", response_model=None)
+async def login(request: Request) -> Response:
+    """The sign-in form: ``token`` (and ``next``), form-encoded."""
+    _refuse_other_origins(request)
+    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=10)
+    token = (form.get("token") or [""])[0].strip()
+    target = (form.get("next") or ["/"])[0]
+    if not token or len(token) > 512:
+        context = {"error": "paste a token to sign in", "next": _safe_next(target)}
+        return _page(request, "login.html", context, 422, time.perf_counter())
+    return await _sign_in(request, token, target)
+
+
+@router.post("/logout")
+async def logout(request: Request) -> RedirectResponse:
+    """Forgets this browser's token."""
+    _refuse_other_origins(request)
+    response = RedirectResponse("/login", status_code=303)
+    clear_token_cookie(response)
     return response

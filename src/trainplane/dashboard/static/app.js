@@ -1,38 +1,20 @@
 // trainplane dashboard: keeps server-rendered pages live and talks to the public
-// API (/v1/...) with the browser's token. No dependencies.
+// API (/v1/...) as the signed-in browser. No dependencies.
 "use strict";
 
 (() => {
-  const TOKEN_KEY = "trainplane.token";
-  const TOKEN_COOKIE = "trainplane_token";
   const METRICS_PAGE = 1000;
   const CHART_POLL_MS = 2000;
+  // Sent with every change: the API takes the sign-in cookie for one only with it.
+  const DASHBOARD_HEADER = "X-Trainplane-Dashboard";
   const $ = (selector, root = document) => root.querySelector(selector);
   const $$ = (selector, root = document) => Array.from(root.querySelectorAll(selector));
 
-  // --- token -------------------------------------------------------------------------------
-  const cookieToken = () => {
-    const match = document.cookie.match(new RegExp(`(?:^|; )${TOKEN_COOKIE}=([^;]*)`));
-    return match ? decodeURIComponent(match[1]) : null;
-  };
-  const token = {
-    // /login sets only the cookie; a token typed in here sets both.
-    get: () => localStorage.getItem(TOKEN_KEY) || cookieToken(),
-    set(value) {
-      localStorage.setItem(TOKEN_KEY, value);
-      // Page loads carry it as a cookie; pages only read, so it can change nothing.
-      document.cookie = `${TOKEN_COOKIE}=${encodeURIComponent(value)}; path=/; SameSite=Strict`;
-    },
-    clear() {
-      localStorage.removeItem(TOKEN_KEY);
-      document.cookie = `${TOKEN_COOKIE}=; path=/; max-age=0; SameSite=Strict`;
-    },
-  };
-
-  function headers(extra = {}) {
-    const value = token.get();
-    return value ? { ...extra, Authorization: `Bearer ${value}` } : extra;
-  }
+  // --- signing in --------------------------------------------------------------------------
+  // The token lives in an HttpOnly cookie that /login sets: no script here can read it,
+  // and the browser sends it to this server only. Earlier versions kept it in
+  // localStorage: forget that copy.
+  localStorage.removeItem("trainplane.token");
 
   function askForToken() {
     const dialog = $("#token-dialog");
@@ -41,7 +23,9 @@
 
   // fetch against the API; resolves to {ok, status, body}. A 401 asks for a token.
   async function api(method, path, { body, contentType = "application/json", extraHeaders = {} } = {}) {
-    const init = { method, headers: headers({ Accept: "application/json", ...extraHeaders }) };
+    const headers = { Accept: "application/json", ...extraHeaders };
+    if (method !== "GET" && method !== "HEAD") headers[DASHBOARD_HEADER] = "1";
+    const init = { method, headers, credentials: "same-origin" };
     if (body !== undefined) {
       init.body = typeof body === "string" ? body : JSON.stringify(body);
       init.headers["Content-Type"] = contentType;
@@ -65,20 +49,8 @@
 
   function wireTokenDialog() {
     const dialog = $("#token-dialog");
-    const form = $('[data-form="token"]');
-    if (!dialog || !form) return;
-    form.addEventListener("submit", () => {
-      const value = form.elements.token.value.trim();
-      if (value) {
-        token.set(value);
-        location.reload();
-      }
-    });
-    $('[data-action="forget-token"]', dialog).addEventListener("click", () => {
-      token.clear();
-      dialog.close();
-      location.reload();
-    });
+    if (!dialog) return;
+    // Signing in and out are plain form posts; only opening and closing need a script.
     $('[data-action="close-dialog"]', dialog).addEventListener("click", () => dialog.close());
     $$('[data-action="token"]').forEach((b) => b.addEventListener("click", askForToken));
   }
@@ -117,7 +89,7 @@
         if (document.hidden) return schedule();
         let response;
         try {
-          response = await fetch(region.dataset.live, { headers: headers() });
+          response = await fetch(region.dataset.live, { credentials: "same-origin" });
         } catch {
           return schedule();
         }
@@ -187,8 +159,8 @@
   }
 
   // --- job page: logs ------------------------------------------------------------------------
-  // EventSource cannot send an Authorization header, so the stream is read with
-  // fetch and split into server-sent events here.
+  // The stream is read with fetch and split into server-sent events here (it
+  // started that way to send a bearer header; the cookie now does).
   async function followLogs(pre) {
     const state = $("[data-logs-state]");
     const tail = $("[data-follow-tail]");
@@ -208,11 +180,19 @@
         const info = JSON.parse(data);
         state.textContent = `Ended ${info.status}: ${info.reason}`;
         pre.dataset.ended = "true";
+      } else if (event === "error") {
+        // The token was revoked or expired while the log was open.
+        const info = JSON.parse(data);
+        state.textContent = `Stopped following: ${info.detail}`;
+        if (info.status === 401) askForToken();
       }
     };
     let response;
     try {
-      response = await fetch(pre.dataset.logs, { headers: headers({ Accept: "text/event-stream" }) });
+      response = await fetch(pre.dataset.logs, {
+        headers: { Accept: "text/event-stream" },
+        credentials: "same-origin",
+      });
     } catch (error) {
       state.textContent = `Logs unavailable: ${error.message}`;
       return;
