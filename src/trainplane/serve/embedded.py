@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -87,8 +88,19 @@ def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_l
                 port,
             )
         require_safe_exposure(settings, host, insecure_no_auth=False)
+        signal.signal(signal.SIGTERM, _interrupt)
         with running_scheduler(settings):
             serve_api(settings, host=host, port=port, workers=1, log_level=log_level)
+    except KeyboardInterrupt:
+        pass  # stopped by Ctrl-C or SIGTERM: stop the head below, and end quietly
     finally:
         log.info("stopping the local Ray head")
         head.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # uvicorn stops on SIGTERM, then raises it again for the handler it found:
+    # as an exception here, so the scheduler and the Ray head are stopped too
+    # (the default action ends the process on the spot and leaves Ray's
+    # agents running).
+    raise KeyboardInterrupt
