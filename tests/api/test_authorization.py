@@ -179,6 +179,28 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         lambda w: ("POST", f"/v1/jobs/{w.fresh_job()}/cancel", {}),
         roles(200, viewer=403, outsider=404),
     ),
+    (
+        "set secret",
+        lambda w: (
+            "PUT",
+            f"/v1/projects/alpha/secrets/{w.fresh_name('k')}",
+            {"json": {"value": "v"}},
+        ),
+        roles(201, member=403, outsider=404),
+    ),
+    # Members list the keys their specs name; viewers have no need of them.
+    ("list secrets", lambda w: ("GET", "/v1/projects/alpha/secrets", {}), roles(200, outsider=404)),
+    (
+        "delete secret",
+        lambda w: ("DELETE", f"/v1/projects/alpha/secrets/{_secret(w)}", {}),
+        roles(204, member=403, outsider=404),
+    ),
+    # Only an attempt's own token reads its secrets: no API token, not even root's.
+    (
+        "attempt secrets",
+        lambda w: ("GET", f"/v1/jobs/{w.job}/attempts/{'0' * 26}/secrets", {}),
+        dict.fromkeys(CALLERS, 401),
+    ),
     ("list clusters", lambda w: ("GET", "/v1/clusters", {}), everyone(200)),
     (
         "register cluster",
@@ -244,6 +266,12 @@ def _cluster(world: World) -> str:
         "POST", "/v1/clusters", json={"name": name, "address": "http://127.0.0.1:9", "gpus": 1}
     )
     return name
+
+
+def _secret(world: World) -> str:
+    key = world.fresh_name("gone")
+    world.root("PUT", f"/v1/projects/alpha/secrets/{key}", json={"value": "v"})
+    return key
 
 
 def _victim(world: World) -> str:
