@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests import failure_logs
 from tests.cluster_hygiene import stop_leftovers
-from tests.factories import finetune_spec
+from tests.factories import EXAMPLES, finetune_spec
 from trainplane.api.app import create_app
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
@@ -197,9 +197,30 @@ def db_url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+@pytest.fixture(scope="session")
+def server_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folders of the server's own that specs may name: listed in the test
+    settings' server_paths, as an operator lists a shared data folder."""
+    return tmp_path_factory.mktemp("server-files")
+
+
 @pytest.fixture
-def settings(db_url: str, tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "home", database_url=db_url, auto_migrate=False)
+def server_dir(server_files: Path, tmp_path: Path) -> Path:
+    """A fresh folder of this test's among the server's own files."""
+    folder = server_files / tmp_path.name
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path, server_files: Path) -> Settings:
+    # The examples are the server's own code folders too (tests.factories.TRAIN_SPEC).
+    return Settings(
+        home=tmp_path / "home",
+        database_url=db_url,
+        auto_migrate=False,
+        server_paths=f"{EXAMPLES}:{server_files}",
+    )
 
 
 @pytest.fixture
@@ -356,12 +377,13 @@ class FinetuneFiles:
 
 
 @pytest.fixture(scope="session")
-def finetune_files(tmp_path_factory: pytest.TempPathFactory) -> FinetuneFiles:
-    """Built once per session: a random-init Llama (transformers) and 240 + 60
-    prompt/completion rows."""
+def finetune_files(server_files: Path) -> FinetuneFiles:
+    """Built once per session, among the server's own files: a random-init
+    Llama (transformers) and 240 + 60 prompt/completion rows."""
     from trainplane.testing.tiny_models import arithmetic_rows, build_tiny_llama, write_jsonl
 
-    folder = tmp_path_factory.mktemp("finetune")
+    folder = server_files / "finetune"
+    folder.mkdir()
     return FinetuneFiles(
         model=build_tiny_llama(folder / "model"),
         train=write_jsonl(folder / "train.jsonl", arithmetic_rows(0, 240)),

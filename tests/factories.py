@@ -33,7 +33,9 @@ TRAIN_SPEC: dict[str, Any] = {
     "entrypoint": {
         "function": "train:train_loop",
         "args": {"epochs": 3},
-        "working_dir": "/srv/code",
+        # A folder of the server's: the test settings list EXAMPLES in
+        # server_paths, as an operator lists a shared code folder.
+        "working_dir": str(EXAMPLES / "mlp"),
     },
     "resources": {"gpus": 4, "gpus_per_node": 2, "cpus_per_worker": 2},
     "strategy": {"type": "fsdp", "fsdp": {"reshard_after_forward": True}},

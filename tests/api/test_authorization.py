@@ -227,6 +227,15 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ),
     ("list projects", lambda w: ("GET", "/v1/projects", {}), everyone(200)),
     (
+        "set storage root",
+        lambda w: (
+            "PATCH",
+            "/v1/projects/alpha",
+            {"json": {"storage": f"s3://team-bucket/{w.fresh_name('alpha')}"}},
+        ),
+        root_only(200),
+    ),
+    (
         "create project",
         lambda w: ("POST", "/v1/projects", {"json": {"name": w.fresh_name("p")}}),
         root_only(201),

@@ -112,7 +112,7 @@ PROBLEMS = [
         "relative path from an HTTP client",
         lambda tmp, files: {"dataset": {"train": "data/train.jsonl"}},
         "dataset.train",
-        "must be an absolute path",
+        "is a relative path, which means nothing on the server",
     ),
 ]
 
@@ -122,9 +122,9 @@ PROBLEMS = [
 )
 @pytest.mark.parametrize("path", ["/v1/jobs", "/v1/jobs/plan"])
 def test_each_input_problem_is_a_422_naming_the_field_and_nothing_is_created(
-    api, session, finetune_files, tmp_path, case, breaking, field, words, path
+    api, session, finetune_files, server_dir, case, breaking, field, words, path
 ):
-    spec = finetune_files.spec(**breaking(tmp_path, finetune_files))
+    spec = finetune_files.spec(**breaking(server_dir, finetune_files))
     answer = api.post(path, json=spec)
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
@@ -135,9 +135,9 @@ def test_each_input_problem_is_a_422_naming_the_field_and_nothing_is_created(
     assert count_rows(session) == (0, 0)
 
 
-def test_every_bad_line_is_named_up_to_a_limit(api, session, finetune_files, tmp_path):
+def test_every_bad_line_is_named_up_to_a_limit(api, session, finetune_files, server_dir):
     lines = ["[1]", "{}", '{"text": 3}', '{"text": ""}', "nope", "{", "also bad"]
-    train = _broken_dataset(tmp_path, "\n".join(lines) + "\n")
+    train = _broken_dataset(server_dir, "\n".join(lines) + "\n")
     answer = api.post("/v1/jobs", json=finetune_files.spec(dataset={"train": train}))
     assert answer.status_code == 422
     messages = [e["message"] for e in answer.json()["errors"]]
@@ -151,9 +151,9 @@ def test_every_bad_line_is_named_up_to_a_limit(api, session, finetune_files, tmp
 
 
 def test_a_dataset_mixing_formats_is_refused_at_the_first_odd_line(
-    api, session, finetune_files, tmp_path
+    api, session, finetune_files, server_dir
 ):
-    train = _broken_dataset(tmp_path, '{"text": "a"}\n{"prompt": "b", "completion": "c"}\n')
+    train = _broken_dataset(server_dir, '{"text": "a"}\n{"prompt": "b", "completion": "c"}\n')
     answer = api.post("/v1/jobs", json=finetune_files.spec(dataset={"train": train}))
     assert answer.status_code == 422
     assert answer.json()["errors"][0]["message"] == (

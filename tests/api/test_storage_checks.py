@@ -1,7 +1,8 @@
 """Checkpoint storage is checked at submit and plan time against an S3 API
 that authenticates (moto's server with IAM enforcement, on 127.0.0.1): a
 missing bucket or wrong credentials is a 422 naming ``checkpoint.storage``,
-and nothing is queued."""
+and nothing is queued. Only storage under the project's root is probed, so
+each test first puts the project's root in the bucket it names."""
 
 from __future__ import annotations
 
@@ -90,6 +91,13 @@ def _spec(storage: str) -> dict:
     return small_spec("s3-job", gpus=1, checkpoint={"every_steps": 10, "storage": storage})
 
 
+def _root(api: TestClient, bucket: str) -> None:
+    """The project keeps its files in ``bucket``: only there may a spec name
+    a storage, so only there is a storage probed."""
+    answer = api.patch("/v1/projects/default", json={"storage": f"s3://{bucket}"})
+    assert answer.status_code == 200, answer.text
+
+
 def _refused(api: TestClient, storage: str) -> str:
     """Both submit and plan refuse the spec; returns the message."""
     messages = []
@@ -109,6 +117,7 @@ def test_a_writable_bucket_is_accepted_and_the_check_leaves_nothing(
     s3 = authenticating_s3
     _use(monkeypatch, s3, s3.key_id, s3.secret)
     make_cluster(session, gpus=2)
+    _root(api, s3.bucket)
     storage = f"s3://{s3.bucket}/accepted"
     assert api.post("/v1/jobs/plan", json=_spec(storage)).status_code == 200
     assert api.post("/v1/jobs", json=_spec(storage)).status_code == 201
@@ -126,6 +135,7 @@ def test_a_missing_bucket_is_refused_naming_the_field(api, session, authenticati
     s3 = authenticating_s3
     _use(monkeypatch, s3, s3.key_id, s3.secret)
     make_cluster(session, gpus=2)
+    _root(api, "no-such-bucket-here")
     before = count_rows(session)
     message = _refused(api, "s3://no-such-bucket-here/ckpt")
     assert message == "s3://no-such-bucket-here/ckpt: bucket 'no-such-bucket-here' does not exist"
@@ -143,6 +153,7 @@ def test_wrong_credentials_are_refused_naming_the_field(
     secret = "not-the-secret" if wrong == "secret" else s3.secret
     _use(monkeypatch, s3, key_id, secret)
     make_cluster(session, gpus=2)
+    _root(api, s3.bucket)
     before = count_rows(session)
     # A prefix of its own: a success elsewhere is remembered for a minute.
     storage = f"s3://{s3.bucket}/wrong-{wrong}"
@@ -165,3 +176,15 @@ def test_an_unusable_server_default_storage_is_an_upstream_error(
     assert answer.status_code == 502
     assert "the project's checkpoint storage is not usable" in answer.json()["detail"]
     assert "bucket 'missing-default' does not exist" in answer.json()["detail"]
+
+
+def test_a_bucket_outside_the_projects_root_is_refused_without_a_probe(
+    api, session, authenticating_s3, monkeypatch
+):
+    s3 = authenticating_s3
+    # Credentials S3 would refuse: a probe would have answered with that.
+    _use(monkeypatch, s3, "AKIAWRONGWRONGWRONG0", "not-the-secret")
+    make_cluster(session, gpus=2)
+    message = _refused(api, f"s3://{s3.bucket}/someone-else")
+    assert message.startswith(f"the job's folder s3://{s3.bucket}/someone-else/default/<job-id>")
+    assert "outside project default's storage root" in message and "S3" not in message

@@ -14,6 +14,7 @@ from trainplane.api.tracking_schemas import RegisteredModelOut, TrackingOut
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobEvent, Project
 from trainplane.jobs.spec import Priority, ProjectName
+from trainplane.jobs.spec_fields import StorageUri, storage_uri
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.checkpoints import JobCheckpoints
 from trainplane.services.clusters import ClusterView
@@ -50,6 +51,13 @@ class ProjectUpdate(BaseModel):
         json_schema_extra=lambda schema: schema.pop("default"),
     )
 
+    storage: StorageUri | None = Field(
+        default=None,
+        description="The project's storage root: an absolute path or s3://bucket/prefix "
+        "that its jobs' folders and resumed checkpoints must lie under; null: the "
+        "default, <server storage>/<project>. Jobs submitted earlier keep their folders.",
+    )
+
     @field_validator("weight", mode="before")
     @classmethod
     def _weight_not_null(cls, value: Any) -> Any:
@@ -57,6 +65,11 @@ class ProjectUpdate(BaseModel):
         if value is None:
             raise ValueError("cannot be null; 1 is the default")
         return value
+
+    @field_validator("storage")
+    @classmethod
+    def _storage(cls, value: str | None) -> str | None:
+        return None if value is None else storage_uri(value)
 
 
 class ProjectOut(BaseModel):
@@ -69,9 +82,16 @@ class ProjectOut(BaseModel):
         default=None, description="GPU-hours per calendar month (UTC); null: no limit."
     )
     weight: float = Field(default=1.0, description="Fair-share weight.")
+    storage: str | None = Field(
+        default=None, description="The storage root an admin set; null: the default."
+    )
+    storage_root: str = Field(
+        description="Where the project's job folders go, and what checkpoint.storage and "
+        "checkpoint.resume must lie under: `storage`, or the default root."
+    )
 
     @classmethod
-    def from_row(cls, row: Project) -> ProjectOut:
+    def from_row(cls, row: Project, storage_root: str) -> ProjectOut:
         return cls(
             id=row.id,
             name=row.name,
@@ -80,6 +100,8 @@ class ProjectOut(BaseModel):
             max_gpus=row.max_gpus,
             gpu_hours_per_month=row.gpu_hours_per_month,
             weight=row.weight if row.weight is not None else 1.0,
+            storage=row.storage,
+            storage_root=storage_root,
         )
 
 

@@ -74,7 +74,7 @@ def clusters_remove(name: str) -> None:
 def projects_list() -> None:
     """List projects."""
     for project in call(State.client().get, "/v1/projects")["items"]:
-        typer.echo(f"{project['name']}\t{project['description']}")
+        typer.echo(f"{project['name']}\t{project['description']}\t{project['storage_root']}")
 
 
 @projects_app.command("create")
@@ -100,9 +100,24 @@ def projects_update(
         float | None, typer.Option(help="Fair-share weight (default 1).", min=0.001)
     ] = None,
     description: Annotated[str | None, typer.Option(help="What the project is for.")] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(
+            help="Storage root (absolute path or s3://bucket/prefix) the project's job "
+            "folders and resumed checkpoints must lie under; jobs already submitted keep "
+            "their folders."
+        ),
+    ] = None,
+    default_storage: Annotated[
+        bool, typer.Option(help="Back to the default root, <server storage>/<project>.")
+    ] = False,
 ) -> None:
-    """Set a project's quotas and fair-share weight (installation admins)."""
+    """Set a project's quotas, fair-share weight and storage root (installation admins)."""
     body: dict[str, object] = {}
+    if storage is not None or default_storage:
+        if storage is not None and default_storage:
+            raise fail("give --storage or --default-storage, not both", EXIT_USAGE)
+        body["storage"] = storage
     if weight is not None:
         body["weight"] = weight
     if description is not None:
@@ -120,3 +135,5 @@ def projects_update(
         f"{project['name']}: max GPUs {limit}, GPU-hours per month {budget}, "
         f"weight {project['weight']:g}"
     )
+    if "storage" in body:
+        typer.echo(f"{project['name']}: storage root {project['storage_root']}")

@@ -13,7 +13,7 @@ from trainplane.errors import ConflictError, ForbiddenError, InvalidInputError, 
 from trainplane.ids import new_id
 from trainplane.services import audit
 from trainplane.services.access import Caller, Role
-from trainplane.services.file_access import ProjectRef
+from trainplane.services.file_access import FileAccess, ProjectRef, storage_root_refusal
 from trainplane.services.names import check_default_experiment_free
 
 
@@ -43,13 +43,19 @@ def list_projects(session: Session, caller: Caller) -> list[Project]:
         return list(rows)
 
 
-def update_project(session: Session, caller: Caller, name: str, changes: dict) -> Project:
-    """Quotas are the installation's to set, not the project's own admins'."""
-    caller.require_everywhere(Role.ADMIN, "changing a project's quotas")
+def update_project(
+    session: Session, caller: Caller, name: str, changes: dict, *, access: FileAccess
+) -> Project:
+    """Quotas and the storage root are the installation's to set, not the
+    project's own admins'. A new storage root applies to jobs submitted from
+    then on: each job's folder was fixed when it was submitted."""
+    caller.require_everywhere(Role.ADMIN, "changing a project's quotas or storage")
     with session.begin():
         project = session.scalar(select(Project).where(Project.name == name).with_for_update())
         if project is None:
             raise NotFoundError(f"no project named '{name}'")
+        if "storage" in changes:
+            _check_storage_root(session, project, changes["storage"], access)
         before = {key: getattr(project, key) for key in changes}
         for key, value in changes.items():
             setattr(project, key, "" if key == "description" and value is None else value)
@@ -64,6 +70,23 @@ def update_project(session: Session, caller: Caller, name: str, changes: dict) -
         )
     session.expunge(project)
     return project
+
+
+def _check_storage_root(
+    session: Session, project: Project, storage: str | None, access: FileAccess
+) -> None:
+    """422 on ``storage`` when the project's new root (its default one, for
+    None) would hold trainplane's own files or another project's."""
+    others = {
+        row.name: access.project_root(ProjectRef(row.id, row.name, row.storage))
+        for row in session.execute(
+            select(Project.id, Project.name, Project.storage).where(Project.id != project.id)
+        )
+    }
+    root = access.project_root(ProjectRef(project.id, project.name, storage))
+    refusal = storage_root_refusal(root, others, access)
+    if refusal:
+        raise InvalidInputError("storage", refusal)
 
 
 def project_for(session: Session, caller: Caller, name: str, role: Role, doing: str) -> ProjectRef:
