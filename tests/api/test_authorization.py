@@ -266,6 +266,13 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("audit", lambda w: ("GET", "/v1/audit", {}), everyone(200)),
     ("dashboard", lambda w: ("GET", "/", {}), everyone(200)),
     ("dashboard job", lambda w: ("GET", f"/jobs/{w.job}", {}), reads_alpha()),
+    # Signing in and out is for anyone: the token posted is what gets checked.
+    ("sign-in page", lambda w: ("GET", "/login", {}), dict.fromkeys(CALLERS, 200)),
+    (
+        "sign out",
+        lambda w: ("POST", "/logout", {"follow_redirects": False}),
+        dict.fromkeys(CALLERS, 303),
+    ),
 ]
 
 
@@ -293,6 +300,22 @@ def test_every_endpoint_answers_every_caller_as_the_table_says(world):
         method, path, kwargs = request(world)
         headers = {**world.as_(caller), **kwargs.pop("headers", {})}
         got = world.client.request(method, path, headers=headers, **kwargs)
+        if got.status_code != expected[caller]:
+            wrong.append(f"{label} as {caller}: {got.status_code}, expected {expected[caller]}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_dashboard_cookie_reads_as_its_token_does(world):
+    """The sign-in cookie stands for its token: every read answers the same.
+    (Changes by cookie need the dashboard's header and origin as well.)"""
+    wrong = []
+    for (label, request, expected), caller in itertools.product(MATRIX, CALLERS):
+        method, path, kwargs = request(world)
+        if method != "GET" or path == "/login" or kwargs.get("headers"):
+            continue
+        cookie = {"Cookie": f"trainplane_token={world.tokens[caller]}"} if caller != "none" else {}
+        world.client.cookies.clear()  # pages set the cookie again: keep none from before
+        got = world.client.request(method, path, headers=cookie, **kwargs)
         if got.status_code != expected[caller]:
             wrong.append(f"{label} as {caller}: {got.status_code}, expected {expected[caller]}")
     assert not wrong, "\n".join(wrong)
