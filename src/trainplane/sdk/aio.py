@@ -183,6 +183,15 @@ class AsyncClient:
     ) -> im.Project:
         return await self._run(calls.update_project(name, changes))
 
+    async def set_secret(self, project: str, key: str, value: str) -> im.Secret:
+        return await self._run(calls.set_secret(project, key, value))
+
+    async def secrets(self, project: str) -> list[im.Secret]:
+        return await self._run(calls.secrets(project))
+
+    async def delete_secret(self, project: str, key: str) -> None:
+        await self._run(calls.delete_secret(project, key))
+
     async def whoami(self) -> im.WhoAmI:
         return await self._run(calls.whoami())
 

@@ -37,6 +37,9 @@ REMOVE_CLUSTER = Operation("DELETE", "/v1/clusters/{name}", None)
 LIST_PROJECTS = Operation("GET", "/v1/projects", im.ProjectList)
 CREATE_PROJECT = Operation("POST", "/v1/projects", im.Project)
 UPDATE_PROJECT = Operation("PATCH", "/v1/projects/{name}", im.Project)
+SET_SECRET = Operation("PUT", "/v1/projects/{name}/secrets/{key}", im.Secret)
+LIST_SECRETS = Operation("GET", "/v1/projects/{name}/secrets", im.SecretList)
+DELETE_SECRET = Operation("DELETE", "/v1/projects/{name}/secrets/{key}", None)
 WHOAMI = Operation("GET", "/v1/whoami", im.WhoAmI)
 LIST_TOKENS = Operation("GET", "/v1/tokens", im.TokenList)
 CREATE_TOKEN = Operation("POST", "/v1/tokens", im.TokenCreated)
@@ -56,6 +59,7 @@ OPERATIONS: tuple[Operation, ...] = tuple(
 RUNTIME_ONLY = (
     ("POST", "/v1/jobs/{job_id}/attempts/{attempt_id}/progress"),
     ("PUT", "/v1/jobs/{job_id}/attempts/{attempt_id}/result"),
+    ("GET", "/v1/jobs/{job_id}/attempts/{attempt_id}/secrets"),
 )
 
 
@@ -230,6 +234,18 @@ def create_project(name: str, description: str) -> Call[im.Project]:
 
 def update_project(name: str, changes: ProjectChanges) -> Call[im.Project]:
     return UPDATE_PROJECT.call(name=name, json=dict(changes))
+
+
+def set_secret(project: str, key: str, value: str) -> Call[im.Secret]:
+    return SET_SECRET.call(name=project, key=key, json={"value": value})
+
+
+def secrets(project: str) -> Call[list[im.Secret]]:
+    return LIST_SECRETS.call(name=project, pick=lambda body: body.items)
+
+
+def delete_secret(project: str, key: str) -> Call[None]:
+    return DELETE_SECRET.call(name=project, key=key)
 
 
 def whoami() -> Call[im.WhoAmI]:

@@ -202,6 +202,18 @@ class Client:
         """Change the description, quotas or fair-share weight."""
         return self._run(calls.update_project(name, changes))
 
+    def set_secret(self, project: str, key: str, value: str) -> im.Secret:
+        """Create or replace a project secret (project admins). Jobs of the
+        project name it in ``entrypoint.secrets``; no answer shows it again."""
+        return self._run(calls.set_secret(project, key, value))
+
+    def secrets(self, project: str) -> list[im.Secret]:
+        """The project's secret keys and who set them when; never a value."""
+        return self._run(calls.secrets(project))
+
+    def delete_secret(self, project: str, key: str) -> None:
+        self._run(calls.delete_secret(project, key))
+
     def whoami(self) -> im.WhoAmI:
         return self._run(calls.whoami())
 

@@ -49,6 +49,20 @@ class ProjectList(Model):
     items: list[Project]
 
 
+class Secret(Model):
+    """A project secret as the server shows it: never its value."""
+
+    key: str
+    created_at: datetime
+    created_by: str
+    updated_at: datetime
+    updated_by: str
+
+
+class SecretList(Model):
+    items: list[Secret]
+
+
 class Grant(Model):
     project: str | None = None
     role: str
