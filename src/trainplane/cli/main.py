@@ -13,6 +13,7 @@ from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
 from trainplane.cli.credentials import token_for
 from trainplane.cli.models import models_app
+from trainplane.cli.secrets import secrets_app
 from trainplane.cli.tokens import tokens_app
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ app.add_typer(clusters_app, name="clusters")
 app.add_typer(projects_app, name="projects")
 app.add_typer(models_app, name="models")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(secrets_app, name="secrets")
 
 
 @app.callback()
