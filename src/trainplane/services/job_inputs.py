@@ -4,7 +4,9 @@ A fine-tune's base model and datasets are read here, on the control plane,
 at submit and plan time: a missing file, a malformed JSONL line, an empty
 eval split or a model that is not a causal LM is a 422 naming the field and
 the line, not a failed attempt after minutes of GPU time. Only files are read
-(no torch), outside any database transaction.
+(no torch), outside any database transaction, in the request's worker thread
+(the routes are sync), with bounded reads (recipes.finetune.inputs), and only
+once the caller's role and the locations are checked (services.file_access).
 """
 
 from __future__ import annotations
@@ -55,9 +57,15 @@ def check_job_inputs(spec: TrainSpec | FinetuneSpec) -> JobInputs:
     train = run("dataset.train", inputs.check_dataset, spec.dataset.train)
     step_rows = spec.hyperparameters.micro_batch_size * spec.resources.gpus
     # Unpadded rows map one to one to samples; packed ones are only known
-    # once tokenized, on the workers.
+    # once tokenized, on the workers. A check stopped at its bound saw only
+    # part of the rows.
     packed = spec.hyperparameters.packing
-    if isinstance(train, inputs.DatasetSummary) and not packed and train.rows < step_rows:
+    if (
+        isinstance(train, inputs.DatasetSummary)
+        and train.complete
+        and not packed
+        and train.rows < step_rows
+    ):
         problems.append(
             inputs.InputProblem(
                 "dataset.train",

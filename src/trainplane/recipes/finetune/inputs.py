@@ -3,7 +3,14 @@
 The checks here run on the control plane when a job is submitted or planned,
 so a missing file, a malformed line or a model that is not a causal LM is
 reported before anything is queued. They read only files (no torch, no
-transformers): ``config.json`` for the model, every line for a dataset.
+transformers): ``config.json`` for the model, the lines of a dataset.
+
+Every read is bounded, since the control plane reads on a tenant's behalf: a
+line is at most MAX_LINE_BYTES (a longer one is a problem naming its line,
+never held in memory whole), a check reads at most MAX_CHECKED_LINES lines and
+MAX_CHECKED_BYTES of a dataset (the rest is the runtime's to read), and
+config.json at most MAX_CONFIG_BYTES. Memory stays near two read chunks plus
+one line, whatever the file holds.
 
 A dataset is JSON Lines, one object per line, all rows of one format:
 ``{"text": ...}``, or ``{"prompt": ..., "completion": ...}`` (the loss is then
@@ -14,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -34,6 +41,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer
 # Architectures whose name says they predict the next token.
 CAUSAL_LM_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
 MAX_PROBLEMS_PER_FILE = 5
+# Bounds on what a read holds and how much a check reads (see the docstring).
+MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_CHECKED_LINES = 100_000
+MAX_CHECKED_BYTES = 64 * 1024 * 1024
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+READ_CHUNK_BYTES = 1024 * 1024
 
 
 class InputProblem(Exception):
@@ -55,10 +68,24 @@ class InputProblems(Exception):
 class DatasetSummary:
     rows: int
     format: DatasetFormat
+    # False: the check stopped at its line or byte bound; `rows` counts the
+    # rows it read, and the dataset may have more.
+    complete: bool = True
 
     def describe(self) -> str:
         shape = "text" if self.format == "text" else "prompt/completion"
+        if not self.complete:
+            part = f"the first {MAX_CHECKED_LINES} lines or {MAX_CHECKED_BYTES // 2**20} MiB"
+            return f"{self.rows} rows in the part checked ({part}), {shape}"
         return f"{self.rows} rows, {shape}"
+
+
+@dataclass
+class ReadProgress:
+    """How far a bounded read of a dataset went."""
+
+    bytes_read: int = 0
+    complete: bool = True  # False: stopped at a bound before the end
 
 
 @dataclass(frozen=True)
@@ -89,8 +116,50 @@ def _require_absolute(field: str, location: str) -> None:
         )
 
 
-def _lines(field: str, location: str) -> Iterator[bytes]:
-    """The file's lines as bytes, streamed; InputProblem when it is not there."""
+def bounded_lines(
+    read: Callable[[int], bytes], progress: ReadProgress, *, max_bytes: int | None = None
+) -> Iterator[bytes | None]:
+    """The lines ``read`` returns, without their newline; None in place of a
+    line over MAX_LINE_BYTES, whose bytes are skipped, never held. Stops
+    (``progress.complete`` False) once ``max_bytes`` are read, dropping the
+    line it was in the middle of."""
+    pending = bytearray()
+    too_long = False  # inside a line already reported as too long
+    while True:
+        if max_bytes is not None and progress.bytes_read >= max_bytes:
+            progress.complete = False
+            return
+        chunk = read(READ_CHUNK_BYTES)
+        if not chunk:
+            break
+        progress.bytes_read += len(chunk)
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if not too_long:
+                if len(pending) + end - start > MAX_LINE_BYTES:
+                    yield None
+                else:
+                    yield bytes(pending) + chunk[start:end]
+            pending.clear()
+            too_long = False
+            start = end + 1
+        if too_long:
+            continue
+        if len(pending) + len(chunk) - start > MAX_LINE_BYTES:
+            yield None
+            pending.clear()
+            too_long = True
+        else:
+            pending += chunk[start:]
+    if pending and not too_long:
+        yield bytes(pending)
+
+
+def _lines(
+    field: str, location: str, progress: ReadProgress, *, max_bytes: int | None = None
+) -> Iterator[bytes | None]:
+    """The file's lines (see bounded_lines), streamed; InputProblem when it
+    is not there or cannot be read."""
     _require_absolute(field, location)
     if location.startswith("s3://"):
         from botocore.exceptions import BotoCoreError, ClientError
@@ -100,7 +169,10 @@ def _lines(field: str, location: str) -> Iterator[bytes]:
         bucket, key = _s3_parts(location)
         try:
             body = s3_client().get_object(Bucket=bucket, Key=key)["Body"]
-            yield from body.iter_lines(keepends=False)
+            try:
+                yield from bounded_lines(body.read, progress, max_bytes=max_bytes)
+            finally:
+                body.close()
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404", "NoSuchBucket"):
@@ -115,7 +187,7 @@ def _lines(field: str, location: str) -> Iterator[bytes]:
         raise InputProblem(field, f"{location} is a folder, not a JSONL file")
     try:
         with open(location, "rb") as handle:
-            yield from handle  # lines keep their newline: json.loads ignores it
+            yield from bounded_lines(handle.read, progress, max_bytes=max_bytes)
     except OSError as exc:
         raise InputProblem(field, f"cannot read {location}: {exc.strerror}") from None
 
@@ -155,13 +227,26 @@ def _check_row(field: str, number: int, row: dict[str, Any], format: DatasetForm
             raise InputProblem(field, f"line {number}: '{name}' is empty")
 
 
-def _rows(field: str, location: str) -> Iterator[tuple[int, dict[str, str] | InputProblem]]:
+def _rows(
+    field: str, location: str, progress: ReadProgress, *, max_bytes: int | None = None
+) -> Iterator[tuple[int, dict[str, str] | InputProblem]]:
     """Each non-blank line's row, or the problem with it. The first good row
     fixes the dataset's format; every later row must have the same."""
     format: DatasetFormat | None = None
     fields: tuple[str, ...] = ()
     other = ""  # the key that would make a row of the other format
-    for number, line in enumerate(_lines(field, location), start=1):
+    lines = _lines(field, location, progress, max_bytes=max_bytes)
+    for number, line in enumerate(lines, start=1):
+        if line is None:
+            yield (
+                number,
+                InputProblem(
+                    field,
+                    f"line {number} is longer than {MAX_LINE_BYTES // 2**20} MiB; "
+                    "a row that long cannot be trained on: shorten or split it",
+                ),
+            )
+            continue
         # The common case, cheaply: a good row of the known format.
         try:
             row = json.loads(line)
@@ -200,7 +285,7 @@ def _rows(field: str, location: str) -> Iterator[tuple[int, dict[str, str] | Inp
 def read_dataset(field: str, location: str) -> list[dict[str, str]]:
     """The rows of a JSONL dataset; InputProblem at the first bad line."""
     rows = []
-    for _, row in _rows(field, location):
+    for _, row in _rows(field, location, ReadProgress()):
         if isinstance(row, InputProblem):
             raise row
         rows.append(row)
@@ -210,24 +295,33 @@ def read_dataset(field: str, location: str) -> list[dict[str, str]]:
 
 
 def check_dataset(field: str, location: str) -> DatasetSummary:
-    """Read the whole dataset once; its summary, or InputProblems naming up to
+    """Read the dataset once, up to MAX_CHECKED_LINES lines and
+    MAX_CHECKED_BYTES; its summary, or InputProblems naming up to
     MAX_PROBLEMS_PER_FILE bad lines."""
     problems: list[InputProblem] = []
     rows = 0
     format: DatasetFormat | None = None
-    for _, row in _rows(field, location):
+    progress = ReadProgress()
+    for number, row in _rows(field, location, progress, max_bytes=MAX_CHECKED_BYTES):
         if isinstance(row, InputProblem):
             problems.append(row)
             if len(problems) >= MAX_PROBLEMS_PER_FILE:
                 break
-            continue
-        rows += 1
-        format = "text" if "text" in row else "prompt_completion"
+        else:
+            rows += 1
+            format = "text" if "text" in row else "prompt_completion"
+        if number >= MAX_CHECKED_LINES:
+            progress.complete = False
+            break
     if problems:
         raise InputProblems(problems)
     if rows == 0 or format is None:
+        if not progress.complete:
+            raise InputProblem(
+                field, f"{location} has no rows in its first {MAX_CHECKED_BYTES // 2**20} MiB"
+            )
         raise InputProblem(field, f"{location} has no rows")
-    return DatasetSummary(rows=rows, format=format)
+    return DatasetSummary(rows=rows, format=format, complete=progress.complete)
 
 
 # --- the base model ----------------------------------------------------------------
@@ -241,13 +335,16 @@ def _model_files(field: str, location: str) -> tuple[set[str], bytes | None]:
 
         storage = open_storage(location)
         try:
-            names = {name for name in storage.sizes("") if "/" not in name}
-            config = storage.read_bytes("config.json") if "config.json" in names else None
+            sizes = {name: size for name, size in storage.sizes("").items() if "/" not in name}
+            config = None
+            if "config.json" in sizes:
+                _check_config_size(field, location, sizes["config.json"])
+                config = storage.read_bytes("config.json")
         except StorageError as exc:
             raise InputProblem(field, f"cannot read {location}: {exc}") from None
-        if not names:
+        if not sizes:
             raise InputProblem(field, f"{location} does not exist (no objects under it)")
-        return names, config
+        return set(sizes), config
     if not os.path.exists(location):
         raise InputProblem(field, f"{location} does not exist")
     if not os.path.isdir(location):
@@ -255,9 +352,21 @@ def _model_files(field: str, location: str) -> tuple[set[str], bytes | None]:
     names = set(os.listdir(location))
     config = None
     if "config.json" in names:
-        with open(os.path.join(location, "config.json"), "rb") as handle:
-            config = handle.read()
+        path = os.path.join(location, "config.json")
+        _check_config_size(field, location, os.stat(path).st_size)
+        with open(path, "rb") as handle:
+            config = handle.read(MAX_CONFIG_BYTES + 1)
+        _check_config_size(field, location, len(config))  # grew meanwhile
     return names, config
+
+
+def _check_config_size(field: str, location: str, size: int) -> None:
+    if size > MAX_CONFIG_BYTES:
+        raise InputProblem(
+            field,
+            f"{location}/config.json is over {MAX_CONFIG_BYTES // 2**20} MiB; "
+            "a model's config is a few KiB",
+        )
 
 
 def check_base_model(field: str, location: str) -> ModelSummary:
