@@ -3,6 +3,10 @@
 one failed, one succeeded with a registered model, one running, one queued
 behind it. Each page is saved as a 1280x800 screenshot for review.
 
+The server has a token, as any shared one does: each test's browser signs
+in by posting it to ``/login`` (one signs in through the form), and from then
+on the pages and their scripts work with the HttpOnly cookie alone.
+
 The tests run in file order on one shared scene: the running job is
 cancelled last.
 """
@@ -25,6 +29,7 @@ from trainplane.testing.clusters import register_local_cluster
 pytestmark = pytest.mark.timeout(600)
 
 PRICE = 2.5
+ROOT = "a-bootstrap-token-for-the-browser"
 
 
 @dataclass
@@ -85,7 +90,15 @@ def scene(
 ) -> Iterator[Scene]:
     home = tmp_path_factory.mktemp("dashboard")
     mlflow_uri = f"sqlite:///{home / 'mlflow.db'}"
-    with start_tracked_server(home, ray_head, s3_endpoint, mlflow_uri) as server:
+    with start_tracked_server(
+        home,
+        ray_head,
+        s3_endpoint,
+        mlflow_uri,
+        TRAINPLANE_BOOTSTRAP_TOKEN=ROOT,
+        # The jobs run the example's code from this machine, as an operator allows it.
+        TRAINPLANE_SERVER_PATHS=str(MLP),
+    ) as server:
         register_local_cluster(
             f"sqlite:///{home / 'trainplane.db'}",
             ray_head.address,
@@ -93,6 +106,7 @@ def scene(
             price_per_gpu_hour=PRICE,
         )
         service = TrackedService(server.url, home, s3_endpoint, mlflow_uri)
+        service.http.headers["Authorization"] = f"Bearer {ROOT}"
         failed = command_job(service, "broken", "import sys; print('about to fail'); sys.exit(3)")
         succeeded = mlp_job(
             service, "mlp-done", steps=20, sleep=0.0, register_model={"name": "dash-mlp"}
@@ -106,6 +120,19 @@ def scene(
         service.wait_for(lambda: len(service.losses(running)) >= 3, "mlp-live reporting")
         queued = command_job(service, "waits", "print('never')", gpus=2)
         yield Scene(service, failed, succeeded, running, queued)
+
+
+def sign_in(context: Any, url: str) -> None:
+    """The browser context signs in as the sign-in form does (a POST)."""
+    answer = context.request.post(f"{url}/login", form={"token": ROOT}, headers={"Origin": url})
+    assert answer.ok, answer.status
+
+
+@pytest.fixture
+def page(page: Any, scene: Scene) -> Any:
+    """The conftest's page, signed in."""
+    sign_in(page.context, scene.url)
+    return page
 
 
 def shoot(page: Any, folder: Path, name: str) -> None:
@@ -136,6 +163,39 @@ def test_the_jobs_list_shows_each_job_with_its_status_and_reason(scene, page, sc
     cost = row(page, scene.succeeded).locator("td.num").nth(1).inner_text()
     assert cost.startswith("$") and cost != "$0.00", cost
     shoot(page, screenshots, "jobs")
+
+
+def test_signing_in_through_the_form_keeps_the_token_from_scripts(scene, browser, console):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = console.watch(context.new_page())
+    page.goto(scene.url + "/jobs/" + scene.succeeded)
+    assert page.locator("h1").inner_text() == "Sign in with a token"
+    # What an older dashboard left behind.
+    page.evaluate("localStorage.setItem('trainplane.token', 'tp_left-from-before')")
+
+    page.fill('main [data-form="sign-in"] input[name="token"]', ROOT)
+    page.click('main [data-action="sign-in"]')
+    page.wait_for_url(f"**/jobs/{scene.succeeded}")  # back where it was asked
+
+    cookies = {c["name"]: c for c in context.cookies()}
+    cookie = cookies["trainplane_token"]
+    assert cookie["value"] == ROOT and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert ROOT not in page.evaluate("document.cookie")
+    stored = page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+    assert ROOT not in stored and "trainplane.token" not in stored
+    # The scripts fetch the API with the cookie alone: the chart and the log fill in.
+    page.wait_for_selector('[data-metric="loss"] path.line')
+    assert chart_points(page, "loss") == 20
+    page.wait_for_function("() => document.querySelector('pre[data-logs]').dataset.ended")
+
+    # Forgetting the token signs the browser out.
+    page.click('header [data-action="token"]')
+    page.click('#token-dialog [data-action="forget-token"]')
+    page.wait_for_url("**/login")
+    assert "trainplane_token" not in {c["name"] for c in context.cookies()}
+    context.close()
+    console.expected(401)  # the page that asked for a token answered 401, on purpose
+    assert not console, console
 
 
 def test_the_jobs_list_updates_itself(scene, page):
@@ -331,6 +391,7 @@ def test_a_valid_spec_file_is_loaded_checked_then_submitted_from_the_form(scene,
 
 def test_dark_mode_is_readable(scene, browser, screenshots):
     context = browser.new_context(viewport={"width": 1280, "height": 800}, color_scheme="dark")
+    sign_in(context, scene.url)
     page = context.new_page()
     page.goto(f"{scene.url}/jobs/{scene.succeeded}")
     page.wait_for_selector('[data-metric="loss"] path.line')

@@ -149,6 +149,24 @@ def test_a_change_by_cookie_needs_the_dashboards_header_and_origin(browser):
     assert browser.post(f"/v1/jobs/{other}/cancel", headers=AUTH).status_code == 200
 
 
+def test_browsers_that_blank_the_origin_are_judged_by_fetch_metadata(browser):
+    """Under Referrer-Policy: no-referrer a browser sends Origin: null even
+    for its own posts; Sec-Fetch-Site, which it sets itself, still says."""
+    job = browser.post("/v1/jobs", json=small_spec("meta", 1), headers=AUTH).json()["id"]
+    cancel = f"/v1/jobs/{job}/cancel"
+    base = {**signed_in(), DASHBOARD_HEADER: "1", "Origin": "null"}
+    assert browser.post(cancel, headers={**base, "Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert browser.post(cancel, headers={**base, "Sec-Fetch-Site": "same-site"}).status_code == 403
+    assert browser.post(cancel, headers=base).status_code == 403  # null, and nothing else
+    assert browser.post(cancel, headers={**base, "Sec-Fetch-Site": "same-origin"}).is_success
+    own = {**FORM, "Origin": "null", "Sec-Fetch-Site": "same-origin"}
+    signed = browser.post("/login", content=f"token={ROOT}", headers=own, follow_redirects=False)
+    assert signed.status_code == 303
+    other = {**FORM, "Sec-Fetch-Site": "cross-site"}
+    refused = browser.post("/login", content=f"token={ROOT}", headers=other, follow_redirects=False)
+    assert refused.status_code == 403
+
+
 def test_a_cross_site_body_is_refused_before_it_is_read(browser):
     # A body that would be a 422 once parsed: the 403 shows it never was.
     refused = browser.post(

@@ -68,9 +68,16 @@ def credential_of(connection: HTTPConnection) -> Credential:
 
 
 def same_origin(connection: HTTPConnection) -> bool:
-    """Whether the request's Origin names the host it was sent to. The
-    scheme is left out: behind a proxy that ends TLS the server sees http
-    while the browser's origin says https."""
+    """Whether the browser says the request comes from a page of this server.
+
+    ``Sec-Fetch-Site`` first: the browser sets it itself, and it is not
+    blanked by ``Referrer-Policy: no-referrer``, under which browsers send
+    ``Origin: null`` even for their own form posts. Without it, the Origin
+    must name the host the request was sent to (the scheme is left out:
+    behind a proxy that ends TLS the server sees http, the browser https)."""
+    site = connection.headers.get("sec-fetch-site")
+    if site is not None:
+        return site == "same-origin"
     origin = connection.headers.get("origin")
     host = connection.headers.get("host")
     return bool(origin and host) and urlsplit(origin).netloc == host

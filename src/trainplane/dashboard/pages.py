@@ -264,8 +264,10 @@ async def _sign_in(request: Request, token: str, target: str | None) -> Response
 
 
 def _refuse_other_origins(request: Request) -> None:
-    # Signing in or out is a change: only this dashboard's own pages ask for it.
-    if request.headers.get("origin") is not None and not same_origin(request):
+    # Signing in or out is a change: only this dashboard's own pages ask for
+    # it. A browser always says where a post comes from; other clients may not.
+    says = "sec-fetch-site" in request.headers or "origin" in request.headers
+    if says and not same_origin(request):
         raise HTTPException(403, "sign in from this dashboard's own page")
 
 
