@@ -116,17 +116,26 @@ class AuditList(BaseModel):
     next_after: int | None = Field(description="Pass as `after` for the next page.")
 
 
+class ServerFacts(BaseModel):
+    local_paths: bool = Field(
+        description="Whether specs may name the submitting machine's files: true only for "
+        "`trainplane up` on loopback. Otherwise clients upload code and inputs."
+    )
+
+
 class WhoAmI(BaseModel):
     subject: str = Field(description="The name job and audit events give this caller.")
     token_id: str | None = Field(description="Null without auth (the local admin).")
     everywhere: str | None = Field(description="The role in every project, if any.")
     roles: dict[str, str] = Field(description="Project name -> role.")
+    server: ServerFacts = Field(description="What this server accepts from clients.")
 
     @classmethod
-    def of(cls, caller: Caller, names: dict[str, str]) -> WhoAmI:
+    def of(cls, caller: Caller, names: dict[str, str], *, local_paths: bool) -> WhoAmI:
         return cls(
             subject=caller.subject,
             token_id=caller.token_id,
             everywhere=caller.everywhere.label if caller.everywhere else None,
             roles={names[p]: r.label for p, r in caller.roles.items() if p in names},
+            server=ServerFacts(local_paths=local_paths),
         )

@@ -95,11 +95,18 @@ class TokenList(Model):
     items: list[Token]
 
 
+class ServerFacts(Model):
+    # True only for `trainplane up` on loopback: specs may name this machine's files.
+    local_paths: bool = False
+
+
 class WhoAmI(Model):
     subject: str
     token_id: str | None = None
     everywhere: str | None = None
     roles: dict[str, str]
+    # None from a server that predates it: it takes no local paths either.
+    server: ServerFacts | None = None
 
 
 class AuditEvent(Model):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from trainplane.api.deps import CallerDep, SessionDep
+from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas import json_response
 from trainplane.api.token_schemas import (
@@ -28,9 +28,11 @@ router = APIRouter(tags=["tokens"], responses=PROBLEM_RESPONSES)
 
 
 @router.get("/v1/whoami", response_model=WhoAmI, tags=["tokens"])
-def whoami(session: SessionDep, caller: CallerDep) -> Response:
-    """The caller and its roles, as this server sees them."""
-    return json_response(WhoAmI.of(caller, token_service.project_names(session, caller)))
+def whoami(session: SessionDep, caller: CallerDep, access: FileAccessDep) -> Response:
+    """The caller and its roles, as this server sees them, and whether specs
+    may name this machine's files (clients upload them otherwise)."""
+    names = token_service.project_names(session, caller)
+    return json_response(WhoAmI.of(caller, names, local_paths=access.local_user))
 
 
 @router.post("/v1/tokens", status_code=201, response_model=TokenCreated, responses=BODY_RESPONSES)
