@@ -78,7 +78,7 @@ def build_bundle(files: Iterable[tuple[str, bytes]], *, executable: Collection[s
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, content in sorted(files):
-            info = zipfile.ZipInfo(_checked_name(name), date_time=_EPOCH)
+            info = zipfile.ZipInfo(safe_member_name(name), date_time=_EPOCH)
             mode = 0o755 if name in executable else 0o644
             info.external_attr = (stat.S_IFREG | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -182,13 +182,9 @@ def check_bundle(data: bytes, *, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleSum
         entries = [info for info in archive.infolist() if not info.is_dir()]
         if len(entries) > MAX_FILES:
             raise BundleError(f"{len(entries)} files, over the limit of {MAX_FILES}")
-        unpacked = 0
-        for info in entries:
-            _checked_name(info.filename)
-            mode = info.external_attr >> 16
-            if mode and not stat.S_ISREG(mode):
-                raise BundleError(f"{info.filename}: only plain files may be bundled")
-            unpacked += info.file_size
+        for info in archive.infolist():
+            check_member(info)
+        unpacked = sum(info.file_size for info in entries)
         if unpacked > MAX_UNPACKED_BYTES:
             raise BundleError(
                 f"the files unpack to {unpacked} bytes, over the {MAX_UNPACKED_BYTES} byte limit"
@@ -230,7 +226,20 @@ def unpack_bundle(data: bytes, cache_dir: Path) -> Path:
     return folder
 
 
-def _checked_name(name: str) -> str:
+def check_member(info: zipfile.ZipInfo) -> None:
+    """Raise BundleError unless the archive's entry is a plain file (or a
+    folder) whose name stays inside the archive: no ``..``, no absolute name,
+    no symlink."""
+    safe_member_name(info.filename.removesuffix("/"))
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise BundleError(f"{info.filename!r} is a symlink; only plain files may be sent")
+    if mode and not info.is_dir() and not stat.S_ISREG(mode):
+        raise BundleError(f"{info.filename!r}: only plain files may be sent")
+
+
+def safe_member_name(name: str) -> str:
+    """``name`` when it is a relative path inside the archive; else BundleError."""
     path = PurePosixPath(name)
     if (
         not name

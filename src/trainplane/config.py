@@ -237,3 +237,12 @@ class Settings(BaseSettings):
     @property
     def should_auto_migrate(self) -> bool:
         return self.is_sqlite if self.auto_migrate is None else self.auto_migrate
+
+    # Uploads of a fine-tune's base model and datasets (PUT /v1/projects/{name}/inputs/...).
+    max_input_bytes: int = Field(
+        default=32 << 30,
+        ge=1,
+        description="The largest input file or zipped model folder a client may upload, in "
+        "bytes (default 32 GiB: a 14B-parameter model in bf16). Refused with 413 before "
+        "it is read.",
+    )

@@ -9,6 +9,7 @@ cannot see ``alpha``; a role too small for the action is a 403.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ class World:
     other_job: str  # another job of alpha
     counter: Iterator[int]
     bundle: str = ""  # the digest of a code bundle of alpha
+    input: str = ""  # the digest of an input file of alpha
 
     def as_(self, caller: str) -> dict[str, str]:
         secret = self.tokens.get(caller)
@@ -131,6 +133,8 @@ def world(settings: Settings, session) -> Iterator[World]:
         world.bundle = world.root("POST", "/v1/projects/alpha/bundles", **fresh_bundle(world))[
             "digest"
         ]
+        method, path, upload = fresh_input(world)
+        world.input = world.root(method, path, **upload)["digest"]
         yield world
 
 
@@ -141,6 +145,13 @@ def fresh_bundle(world: World) -> dict[str, Any]:
     """Request arguments uploading a bundle no one uploaded before."""
     data = build_bundle([("train.py", f"# {next(world.counter)}\n".encode())])
     return {"content": data, "headers": {"Content-Type": "application/zip"}}
+
+
+def fresh_input(world: World) -> tuple[str, str, dict[str, Any]]:
+    """A request uploading an input file to alpha that no one uploaded before."""
+    data = f'{{"text": "row {next(world.counter)}"}}\n'.encode()
+    path = f"/v1/projects/alpha/inputs/sha256:{hashlib.sha256(data).hexdigest()}"
+    return "PUT", path, {"content": data, "headers": {"Content-Type": "application/octet-stream"}}
 
 
 def alpha_spec(world: World) -> dict[str, Any]:
@@ -168,6 +179,12 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
         "get bundle",
         lambda w: ("GET", f"/v1/projects/alpha/bundles/{w.bundle}", {}),
         reads_alpha(),
+    ),
+    ("upload input", fresh_input, roles(201)),
+    (
+        "get input",
+        lambda w: ("GET", f"/v1/projects/alpha/inputs/{w.input}", {}),
+        roles(200, viewer=200),
     ),
     (
         "compare",

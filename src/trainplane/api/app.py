@@ -19,6 +19,7 @@ from trainplane.api.routes import (
     checkpoints,
     clusters,
     health,
+    inputs,
     jobs,
     metrics,
     models,
@@ -55,6 +56,7 @@ MAX_PROGRESS_BODY_BYTES = 8 << 20
 _PROGRESS_PATH = re.compile(r"^/v1/jobs/[^/]+/attempts/[^/]+/progress$")
 _RESULT_PATH = re.compile(r"^/v1/jobs/[^/]+/attempts/[^/]+/result$")
 _BUNDLE_PATH = re.compile(r"^/v1/projects/[^/]+/bundles$")
+_INPUT_PATH = re.compile(r"^/v1/projects/[^/]+/inputs/[^/]+$")
 
 
 class BodySizeLimit:
@@ -156,6 +158,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
             (_PROGRESS_PATH, MAX_PROGRESS_BODY_BYTES),
             (_RESULT_PATH, MAX_REPORT_BYTES),
             (_BUNDLE_PATH, MAX_BUNDLE_BYTES),
+            (_INPUT_PATH, settings.max_input_bytes),
         ),
     )
     # The time includes refusals by the size limit and authentication.
@@ -170,6 +173,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
     app.include_router(results.router)
     app.include_router(secrets.router)
     app.include_router(bundles.router)
+    app.include_router(inputs.router)
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)
     app.include_router(models.router)

@@ -17,6 +17,7 @@ from trainplane.errors import InvalidInputError
 
 NUL = "\x00"
 MESSAGE = "may not contain a NUL character (\\u0000)"
+BINARY_TYPES = ("application/zip", "application/octet-stream")
 
 
 def _field(path: str, part: str | int) -> str:
@@ -55,7 +56,10 @@ async def refuse_nul_text(request: Request) -> None:
         for name, value in request.query_params.multi_items():
             if NUL in name or NUL in value:
                 raise InvalidInputError(name.replace(NUL, "") or "query", MESSAGE)
-    if request.method in ("POST", "PUT", "PATCH"):
+    # Uploads (code bundles, input files) are bytes, not text; an input may
+    # be gigabytes, which its route streams and must not find read here.
+    binary = request.headers.get("content-type", "").lower().startswith(BINARY_TYPES)
+    if request.method in ("POST", "PUT", "PATCH") and not binary:
         body = await request.body()
         # JSON can only spell NUL as this escape; look closer only then.
         if b"\\u0000" in body:
