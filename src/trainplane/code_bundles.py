@@ -86,14 +86,35 @@ def build_bundle(files: Iterable[tuple[str, bytes]], *, executable: Collection[s
     return buffer.getvalue()
 
 
-def bundle_of_folder(root: Path) -> bytes:
+@dataclass(frozen=True)
+class FolderBundle:
+    data: bytes
+    files: int
+    # Relative names left out because this user cannot read them: a file
+    # they cannot read is no code of theirs to run (another user's database
+    # in a shared folder, say); the job fails naming it if it needed one.
+    unreadable: tuple[str, ...] = ()
+
+
+def folder_bundle(root: Path, *, leave_out: Collection[Path] = ()) -> FolderBundle:
     """The bundle of a working folder: everything below ``root`` but
-    SKIPPED_NAMES and ``*.pyc``, execute bits kept. A symlinked file goes in
-    with its target's content; symlinked folders are not followed. Raises
-    BundleError, naming the biggest files, once the limits are passed."""
-    entries = _folder_entries(root)
-    files = [(entry.name, entry.path.read_bytes()) for entry in entries]
-    executable = {entry.name for entry in entries if entry.executable}
+    SKIPPED_NAMES, ``*.pyc`` and the folders in ``leave_out`` (this
+    machine's trainplane home, with its database and token), execute bits
+    kept. Only regular files go in: a symlinked file with its target's
+    content; symlinked folders are not followed; sockets, FIFOs and devices
+    are left out. Raises BundleError, naming the biggest files, once the
+    limits are passed."""
+    entries, unreadable = _folder_entries(root, {folder.resolve() for folder in leave_out})
+    files: list[tuple[str, bytes]] = []
+    executable = set()
+    for entry in entries:
+        try:
+            files.append((entry.name, entry.path.read_bytes()))
+        except OSError:
+            unreadable.append(entry.name)
+            continue
+        if entry.executable:
+            executable.add(entry.name)
     data = build_bundle(files, executable=executable)
     if len(data) > MAX_BUNDLE_BYTES:
         raise BundleError(
@@ -101,25 +122,12 @@ def bundle_of_folder(root: Path) -> bytes:
             f"a bundle may be{_biggest(entries)}: keep data out of the working folder and "
             "read it from storage"
         )
-    return data
+    return FolderBundle(data, len(files), tuple(sorted(unreadable)))
 
 
-def bundle_of_spec(spec: Mapping[str, Any]) -> tuple[Path, bytes]:
-    """The folder a spec's code is uploaded from, its ``entrypoint.working_dir``
-    (made absolute by whoever read the spec file), and that folder's bundle.
-    Raises BundleError naming the field."""
-    entrypoint = spec.get("entrypoint")
-    if not isinstance(entrypoint, Mapping):
-        raise BundleError("the spec has no entrypoint whose code to upload")
-    if entrypoint.get("code"):
-        raise BundleError("entrypoint.code already names an uploaded bundle")
-    folder = Path(str(entrypoint.get("working_dir") or "."))
-    if not folder.is_dir():
-        raise BundleError(f"entrypoint.working_dir {folder} is not a folder")
-    try:
-        return folder, bundle_of_folder(folder)
-    except BundleError as exc:
-        raise BundleError(f"entrypoint.working_dir: {exc}") from None
+def bundle_of_folder(root: Path) -> bytes:
+    """``folder_bundle``'s bytes."""
+    return folder_bundle(root).data
 
 
 def spec_with_bundle(spec: Mapping[str, Any], digest: str) -> dict[str, Any]:
@@ -136,22 +144,37 @@ class _FolderEntry:
     executable: bool
 
 
-def _folder_entries(root: Path) -> list[_FolderEntry]:
+def _folder_entries(root: Path, leave_out: set[Path]) -> tuple[list[_FolderEntry], list[str]]:
+    """The regular files to bundle, and the names of those that cannot be read."""
     found: list[_FolderEntry] = []
+    unreadable: list[str] = []
     total = 0
-    for folder, subfolders, names in os.walk(root):
-        subfolders[:] = [name for name in subfolders if name not in SKIPPED_NAMES]
+
+    def unlisted(error: OSError) -> None:
+        if error.filename:
+            unreadable.append(Path(error.filename).relative_to(root).as_posix() + "/")
+
+    for folder, subfolders, names in os.walk(root, onerror=unlisted):
+        subfolders[:] = [
+            name
+            for name in subfolders
+            if name not in SKIPPED_NAMES and Path(folder, name).resolve() not in leave_out
+        ]
         for name in names:
             path = Path(folder, name)
-            if name in SKIPPED_NAMES or name.endswith(".pyc") or not path.is_file():
-                continue  # sockets, broken links and the like are no code
-            status = path.stat()
-            entry = _FolderEntry(
-                path.relative_to(root).as_posix(),
-                path,
-                status.st_size,
-                bool(status.st_mode & 0o111),
-            )
+            if name in SKIPPED_NAMES or name.endswith(".pyc"):
+                continue
+            try:
+                status = path.stat()  # follows a symlink: its target is what ships
+            except OSError:
+                continue  # a broken link: nothing to ship
+            if not stat.S_ISREG(status.st_mode):
+                continue  # sockets, FIFOs and devices are no code
+            relative = path.relative_to(root).as_posix()
+            if not os.access(path, os.R_OK):
+                unreadable.append(relative)
+                continue
+            entry = _FolderEntry(relative, path, status.st_size, bool(status.st_mode & 0o111))
             found.append(entry)
             total += entry.size
             if len(found) > MAX_FILES or total > MAX_UNPACKED_BYTES:
@@ -160,7 +183,7 @@ def _folder_entries(root: Path) -> list[_FolderEntry]:
                     f"{MAX_UNPACKED_BYTES >> 20} MiB{_biggest(found)}: keep data and "
                     "environments out of the working folder and read data from storage"
                 )
-    return found
+    return found, unreadable
 
 
 def _biggest(entries: list[_FolderEntry], count: int = 3) -> str:

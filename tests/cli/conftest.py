@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from trainplane.cli.ci import CI_SYSTEMS, GENERIC_VARIABLE
 from trainplane.cli.main import app
-from trainplane.testing.server import ServerProcess
+from trainplane.testing.server import ServerProcess, ServiceProcess
 
 TRAINPLANE = Path(sys.executable).with_name("trainplane")
 
@@ -28,7 +28,6 @@ SPEC = {
     "name": "cli-job",
     "entrypoint": {"command": ["python", "train.py"], "working_dir": "code"},
     "resources": {"gpus": 2},
-    "checkpoint": {"storage": "ckpt"},
 }
 
 # Every variable the CLI reads to derive an idempotency key or to pace its output.
@@ -94,23 +93,31 @@ def cli(server):
 
 @pytest.fixture
 def spec_file(tmp_path):
+    """SPEC in a file, beside the code folder it names (which a submit to
+    ``trainplane server`` uploads)."""
     folder = tmp_path / "job"
-    folder.mkdir()
+    (folder / "code").mkdir(parents=True)
+    (folder / "code" / "train.py").write_text("print('training')\n")
     path = folder / "job.yaml"
     path.write_text(yaml.safe_dump(SPEC))
     return path
 
 
-@pytest.fixture(scope="module")
-def shared_server(_sqlite_template, tmp_path_factory) -> Iterator[ServerProcess]:
-    """One SQLite server per module, for what does not depend on the database."""
-    home = tmp_path_factory.mktemp("shared-server")
-    shutil.copyfile(_sqlite_template, home / "trainplane.db")
+def on_sqlite(kind: type[ServiceProcess], template: Path, home: Path) -> ServiceProcess:
+    """A server of ``kind`` on a fresh SQLite copy of ``template``, in ``home``."""
+    shutil.copyfile(template, home / "trainplane.db")
     env = {
         "TRAINPLANE_DATABASE_URL": f"sqlite:///{home / 'trainplane.db'}",
         "TRAINPLANE_HOME": str(home),
     }
-    with ServerProcess(env, log_path=home / "server.log") as process:
+    return kind(env, log_path=home / "server.log")
+
+
+@pytest.fixture(scope="module")
+def shared_server(_sqlite_template, tmp_path_factory) -> Iterator[ServiceProcess]:
+    """One SQLite server per module, for what does not depend on the database."""
+    home = tmp_path_factory.mktemp("shared-server")
+    with on_sqlite(ServerProcess, _sqlite_template, home) as process:
         yield process
 
 
@@ -122,3 +129,34 @@ def shared_cli(shared_server):
 def job_ids(server) -> list[str]:
     items = httpx.get(f"{server.url}/v1/jobs", params={"limit": 200}, timeout=10).json()["items"]
     return [j["id"] for j in items]
+
+
+class LocalUserServer(ServiceProcess):
+    """The API as ``trainplane up`` serves it on loopback, where the one local
+    user's specs may name their own files (``create_local_user_app``);
+    without up's Ray head and scheduler, which nothing here needs."""
+
+    name = "local-user API"
+    ready_path = "/readyz"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "trainplane.api.app:create_local_user_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
+
+
+@pytest.fixture(scope="module")
+def local_user_server(_sqlite_template, tmp_path_factory) -> Iterator[ServiceProcess]:
+    home = tmp_path_factory.mktemp("local-user-server")
+    with on_sqlite(LocalUserServer, _sqlite_template, home) as process:
+        yield process

@@ -182,7 +182,10 @@ def test_a_server_gone_for_good_exits_6_after_the_reconnect_timeout(sqlite_serve
         text=True,
     )
     try:
-        time.sleep(1.5)  # submitted and waiting
+        deadline = time.monotonic() + 60
+        while not job_ids(server) and time.monotonic() < deadline:
+            time.sleep(0.2)  # until it has submitted (uploads first) and waits
+        time.sleep(0.5)
         server.stop()
         stdout, stderr = waiting.communicate(timeout=60)
     finally:

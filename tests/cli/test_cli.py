@@ -18,6 +18,7 @@ from tests.cli.conftest import SPEC
 from tests.factories import make_attempt, make_job, small_spec
 from trainplane.cli.common import EXIT_TIMEOUT, EXIT_UNREACHABLE
 from trainplane.cli.main import app
+from trainplane.code_bundles import bundle_of_folder, digest_of
 from trainplane.jobs.states import JobStatus
 from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.locations import checkpoint_root
@@ -25,20 +26,23 @@ from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
 
 
-def test_submit_prints_the_job_id_and_resolves_relative_paths(cli, spec_file):
+def test_submit_prints_the_job_id_and_uploads_the_folder_relative_to_the_file(cli, spec_file):
     result = cli("submit", str(spec_file))
     assert result.exit_code == 0, result.output
     job_id = result.stdout.strip()
     assert len(job_id) == 26
     shown = json.loads(cli("jobs", "get", job_id, "--json").stdout)
     assert shown["status"] == "QUEUED"
-    assert shown["spec"]["entrypoint"]["working_dir"] == str(spec_file.parent / "code")
-    assert shown["spec"]["checkpoint"]["storage"] == str(spec_file.parent / "ckpt")
+    # `trainplane server` reads no path of this machine: the folder went up.
+    bundle = bundle_of_folder(spec_file.parent / "code")
+    assert shown["spec"]["entrypoint"]["code"] == digest_of(bundle)
+    assert shown["spec"]["entrypoint"]["working_dir"] == "."
 
 
 def test_submit_json_file_with_overrides(cli, tmp_path):
     path = tmp_path / "job.json"
     path.write_text(json.dumps(SPEC))
+    (tmp_path / "code").mkdir()
     result = cli("submit", str(path), "--set", "resources.gpus=4", "--set", "strategy.type=fsdp")
     assert result.exit_code == 0, result.output
     job = json.loads(cli("jobs", "get", result.stdout.strip(), "--json").stdout)

@@ -56,15 +56,23 @@ def test_a_missing_dataset_exits_2_naming_the_field_and_creates_nothing(
     path.write_text(yaml.safe_dump(spec))
     before = job_ids(shared_server)
 
+    # Found on this machine, before anything is uploaded.
     text = shared_cli("plan", str(path))
     assert text.exit_code == EXIT_USAGE, text.output
-    assert "error 422" in text.stderr and "dataset.train" in text.stderr
+    assert f"dataset.train: {tmp_path / 'missing.jsonl'} does not exist" in text.stderr
+    assert "--no-upload sends the paths as they are" in text.stderr
 
     as_json = shared_cli("plan", str(path), "--output", "json")
     assert as_json.exit_code == EXIT_USAGE
     problem = json.loads(as_json.stdout)
-    assert problem["valid"] is False and problem["status"] == 422
+    assert problem["valid"] is False
     assert [e["field"] for e in problem["errors"]] == ["dataset.train"]
+
+    # Sent as a path, the server refuses it: it reads no file of this machine.
+    as_path = shared_cli("plan", str(path), "--no-upload", "--output", "json")
+    assert as_path.exit_code == EXIT_USAGE
+    refused = json.loads(as_path.stdout)
+    assert refused["status"] == 422 and "dataset.train" in [e["field"] for e in refused["errors"]]
     assert job_ids(shared_server) == before
 
 

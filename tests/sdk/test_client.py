@@ -19,6 +19,7 @@ from trainplane.code_bundles import build_bundle, bundle_of_folder
 from trainplane.jobs.spec import parse_spec
 from trainplane.net import free_port
 from trainplane.sdk.installation_models import Cluster, TokenCreated
+from trainplane.sdk.local_files import LocalFilesError
 from trainplane.sdk.models import Job, JobStatus, LogEvent, Page
 from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
@@ -47,6 +48,8 @@ def test_submit_read_cancel_and_the_events(admin, project):
 
 def test_a_spec_file_a_spec_model_overrides_and_project(admin, project, tmp_path):
     path = tmp_path / "job.yaml"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(f"print({uuid.uuid4().int})\n")
     entrypoint = {"command": ["python", "train.py"], "working_dir": "code"}
     path.write_text(yaml.safe_dump(spec("from-file", "default", entrypoint=entrypoint)))
 
@@ -54,7 +57,12 @@ def test_a_spec_file_a_spec_model_overrides_and_project(admin, project, tmp_path
     from_model = admin.submit(parse_spec(spec("from-model", project)), overrides=["priority=high"])
 
     assert from_file.project == project and from_file.gpus == 2
-    assert from_file.spec["entrypoint"]["working_dir"] == str(tmp_path / "code")
+    # Relative to the file; sent as a bundle, as this server reads no local path.
+    digest = "sha256:" + hashlib.sha256(bundle_of_folder(tmp_path / "code")).hexdigest()
+    assert from_file.spec["entrypoint"]["code"] == digest
+    assert "working_dir" not in from_model.spec["entrypoint"] or (
+        from_model.spec["entrypoint"]["working_dir"] == "."
+    )
     assert (from_model.name, from_model.priority) == ("from-model", "high")
     with pytest.raises(ValueError, match="expected key=value"):
         admin.submit(spec("x", project), overrides=["no-equals-sign"])
@@ -85,10 +93,16 @@ def test_submit_with_upload_refuses_a_spec_without_a_folder_and_submits_nothing(
 ):
     name = unique("not-uploaded")
     missing = {"command": ["python", "train.py"], "working_dir": str(tmp_path / "gone")}
-    with pytest.raises(ValueError, match=r"entrypoint\.working_dir .*gone is not a folder"):
+    with pytest.raises(LocalFilesError, match=r"entrypoint\.working_dir: .*gone does not exist"):
         admin.submit(spec(name, project, entrypoint=missing), upload=True)
+    (tmp_path / "code").mkdir()
+    no_module = {"function": "nowhere:main", "working_dir": str(tmp_path / "code")}
+    with pytest.raises(LocalFilesError, match=r"entrypoint\.function: module 'nowhere'") as why:
+        admin.submit(spec(name, project, entrypoint=no_module))
+    assert isinstance(why.value, ValueError)
+    # Nothing local: sent as it is, and the server has no such bundle.
     already = {"command": ["python", "train.py"], "code": "sha256:" + "0" * 64}
-    with pytest.raises(ValueError, match=r"entrypoint\.code already names"):
+    with pytest.raises(trainplane.InvalidRequest, match=r"entrypoint\.code"):
         admin.submit(spec(name, project, entrypoint=already), upload=True)
     assert admin.list_jobs(project=project, name=name).items == []
 
@@ -182,13 +196,15 @@ def test_metrics_pages_and_the_function_result(admin, project, live_server):
     assert result.pickled is not None and pickle.loads(result.pickled) == {"loss": 0.2}
 
 
-def test_checkpoints_compare_and_the_registered_model(admin, project, live_server, tmp_path):
-    storage = str(tmp_path / "ckpt")
-    one = admin.submit(spec("ckpt", project, checkpoint={"storage": storage}))
+def test_checkpoints_compare_and_the_registered_model(admin, project, live_server):
+    one = admin.submit(spec("ckpt", project))
     two = admin.submit(spec("ckpt", project, resources={"gpus": 2}))
+    # The job's own folder, under its project's storage root on the server.
+    storage = admin.checkpoints(one.id).storage
+    assert f"/{project}/{one.id}" in storage
     data = b"weights"
     entry = FileEntry(path="model.pt", size=len(data), sha256=hashlib.sha256(data).hexdigest())
-    folder = LocalStorage(f"{storage}/{project}/{one.id}/checkpoints")
+    folder = LocalStorage(storage)
     folder.write_bytes("step-10/model.pt", data)
     manifest = Manifest(step=10, strategy="ddp", format="state-dict", world_size=1, files=[entry])
     write_manifest(folder, manifest)
@@ -200,7 +216,7 @@ def test_checkpoints_compare_and_the_registered_model(admin, project, live_serve
     model = admin.model(one.id)
 
     assert [(c.step, c.size_bytes, c.files) for c in listing.checkpoints] == [(10, len(data), 1)]
-    assert listing.job_id == one.id and listing.storage.startswith(storage)
+    assert listing.job_id == one.id and listing.storage == storage
     assert [j.id for j in comparison.jobs] == [one.id, two.id]
     assert "resources.gpus" in {d.field for d in comparison.spec_differences}
     assert model is not None and model.uri == "models:/sdk-model/3"

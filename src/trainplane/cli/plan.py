@@ -16,6 +16,7 @@ from trainplane.cli.client import ApiError
 from trainplane.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, State, exit_code_for, say
 from trainplane.cli.specfile import SpecFileError, load_spec_file
 from trainplane.cli.submit import OutputFormat
+from trainplane.cli.upload import UploadError, UploadOption, send_local_files
 
 PLAN_PATH = "/v1/jobs/plan"
 # Shown in their own way; every other field of the answer is shown as it is.
@@ -31,10 +32,14 @@ def plan(
     output: Annotated[
         OutputFormat, typer.Option(help="text, or json: the server's answer as JSON.")
     ] = OutputFormat.text,
+    upload: UploadOption = None,
 ) -> None:
-    """Check a spec without submitting it: validation, datasets and model,
-    placement. Exit 0 when it is valid, 2 when it is not (the message names the
-    field); nothing is created."""
+    """Check a spec without submitting it: its files on this machine (the
+    working folder and the module or script in it, a fine-tune's model and
+    datasets), then, on the server, validation, datasets and model, placement.
+    Exit 0 when it is valid, 2 when it is not (the message names the field).
+    No job is created; what a submit would upload is uploaded now (once: a
+    later submit of the same files sends only the spec)."""
     as_json = output is OutputFormat.json
     try:
         spec = load_spec_file(file, set_ or [])
@@ -43,8 +48,16 @@ def plan(
             typer.echo(json.dumps({"valid": False, "detail": str(exc), "errors": []}, indent=2))
         say(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
+    client = State.client()
     try:
-        answer = State.client().post(PLAN_PATH, spec)
+        spec = send_local_files(client, spec, upload)
+        answer = client.post(PLAN_PATH, spec)
+    except UploadError as exc:
+        if as_json:
+            body = {"valid": False, "detail": str(exc), "errors": exc.errors}
+            typer.echo(json.dumps(body, indent=2))
+        say(str(exc))
+        raise typer.Exit(EXIT_USAGE) from None
     except ApiError as exc:
         raise _refused(exc, as_json) from None
     valid = answer.get("valid", True) is not False

@@ -96,10 +96,18 @@ def _resolve(value: Any, base: Path) -> Any:
     return str((base / Path(value).expanduser()).resolve())
 
 
-def resolve_paths(document: dict[str, Any], base: Path) -> None:
+def resolve_paths(
+    document: dict[str, Any], base: Path, *, default_working_dir: bool = True
+) -> None:
+    """Make the spec's local paths absolute against ``base``. A spec file's
+    ``working_dir`` defaults to its folder (``default_working_dir``); a spec
+    built in code names one only if it says so."""
     entrypoint = document.get("entrypoint")
     # A job with entrypoint.code runs in its uploaded bundle: no folder of this machine.
-    if isinstance(entrypoint, dict) and not entrypoint.get("code"):
+    names_folder = isinstance(entrypoint, dict) and (
+        "working_dir" in entrypoint or default_working_dir
+    )
+    if names_folder and not entrypoint.get("code"):
         entrypoint["working_dir"] = _resolve(entrypoint.get("working_dir", "."), base)
     if "base_model" in document:
         document["base_model"] = _resolve(document["base_model"], base)

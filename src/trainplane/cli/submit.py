@@ -40,7 +40,7 @@ from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
 from trainplane.cli.output import describe_model, describe_tracking, metrics_line
 from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
 from trainplane.cli.specfile import SpecFileError, load_spec_file
-from trainplane.cli.upload import UploadError, upload_working_dir
+from trainplane.cli.upload import UploadError, UploadOption, send_local_files
 
 # After a job ends, --wait waits this long (by default) for its MLflow run to be
 # closed and its model registered.
@@ -219,14 +219,7 @@ def submit(
             "run to be complete and its model registered."
         ),
     ] = TRACKING_WAIT_SECONDS,
-    upload: Annotated[
-        bool,
-        typer.Option(
-            help="Send entrypoint.working_dir's files with the job (as a code bundle, "
-            "named in entrypoint.code), for a server or cluster that cannot see this "
-            "machine's files."
-        ),
-    ] = False,
+    upload: UploadOption = None,
 ) -> None:
     as_json = output is OutputFormat.json
     gates = [Gate.parse(expression) for expression in fail_on or []]
@@ -243,12 +236,12 @@ def submit(
         raise result.finish(EXIT_USAGE, str(exc)) from None
     client = State.client()
     try:
-        if upload:
-            spec = upload_working_dir(client, spec)
+        spec = send_local_files(client, spec, upload)
         # After the upload: the same files make the same digest, so the same key.
         result.idempotency_key = _choose_key(spec, idempotency_key, no_idempotency_key)
         job, created = _post_job(client, spec, result.idempotency_key)
     except UploadError as exc:
+        result.errors = exc.errors
         raise result.finish(EXIT_USAGE, str(exc)) from None
     except ApiError as exc:
         result.errors = exc.errors

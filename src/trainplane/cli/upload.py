@@ -1,38 +1,81 @@
-"""``submit --upload``: the spec's working folder goes to the server as a code
-bundle, for a server or cluster that cannot see this machine's files (a
-shared trainplane, a CI runner). The job then names the bundle's digest in
-``entrypoint.code`` instead of a path; its command runs in the unpacked
-bundle, so paths relative to the working folder still work."""
+"""What ``submit`` and ``plan`` send besides the spec: the files it names on
+this machine, for a server that cannot read them (any server but ``trainplane
+up`` here). The working folder goes as a code bundle the job then names in
+``entrypoint.code`` (its command runs in the unpacked bundle, so paths
+relative to the working folder still work); a fine-tune's base model and
+datasets go to the project's storage and the spec names where they landed.
+Both are skipped when the server has the same bytes already.
+
+``--upload`` sends them to any server; ``--no-upload`` sends the paths as
+they are, for a server whose ``TRAINPLANE_SERVER_PATHS`` holds them. The
+decision and the requests are the SDK's (``sdk.uploads``); this drives them
+over the CLI's client and prints what was sent."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from trainplane.cli.client import ApiClient
+import typer
+
+from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import say
-from trainplane.code_bundles import BundleError, bundle_of_spec, spec_with_bundle
+from trainplane.sdk.local_files import LocalFilesError
+from trainplane.sdk.transport import Call
+from trainplane.sdk.uploads import prepare, run_steps
+
+UploadOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--upload/--no-upload",
+        help="Send the files the spec names on this machine (entrypoint.working_dir as a "
+        "code bundle; a fine-tune's base_model and dataset to the project's storage). "
+        "Default: unless the server is `trainplane up` on this machine. --no-upload sends "
+        "the paths as they are, for a server whose TRAINPLANE_SERVER_PATHS holds them.",
+        show_default=False,
+    ),
+]
 
 
 class UploadError(Exception):
-    """The spec's code cannot be uploaded; the message names the field."""
+    """The spec's local files cannot be sent: ``errors`` names each field."""
+
+    def __init__(self, problems: list[tuple[str, str]], *, deciding: bool) -> None:
+        self.errors = [
+            {"field": field, "message": message, "type": "local_files"}
+            for field, message in problems
+        ]
+        lines = [f"  {field}: {message}" for field, message in problems]
+        if deciding and any(message.endswith("does not exist") for _, message in problems):
+            # A path of the server's, not of this machine: the server may hold it.
+            lines.append(
+                "(--no-upload sends the paths as they are, for a server whose "
+                "TRAINPLANE_SERVER_PATHS holds them)"
+            )
+        super().__init__("\n".join(["the spec's files on this machine cannot be sent:", *lines]))
 
 
-def upload_working_dir(client: ApiClient, spec: dict[str, Any]) -> dict[str, Any]:
-    """``spec`` with its ``entrypoint.working_dir`` (already absolute)
-    uploaded and replaced by ``entrypoint.code``."""
+def send_local_files(
+    client: ApiClient, spec: dict[str, Any], upload: bool | None
+) -> dict[str, Any]:
+    """``spec`` as the server should get it: the files it names on this
+    machine uploaded where needed. Raises UploadError before anything is
+    uploaded when a file is missing or wrong, ApiError when the server
+    refuses."""
     try:
-        folder, bundle = bundle_of_spec(spec)
-    except BundleError as exc:
-        raise UploadError(f"--upload: {exc}") from None
-    project = spec.get("project") or "default"
-    answer = client.request(
-        "POST",
-        f"/v1/projects/{project}/bundles",
-        content=bundle,
-        headers={"Content-Type": "application/zip"},
-    )
-    say(
-        f"uploaded {folder} ({answer['files']} files, {answer['size_bytes'] >> 10} KiB zipped) "
-        f"as {answer['digest']}"
-    )
-    return spec_with_bundle(spec, answer["digest"])
+        return run_steps(prepare(spec, url=client.url, upload=upload, note=say), _sender(client))
+    except LocalFilesError as exc:
+        raise UploadError(exc.problems, deciding=upload is None) from None
+
+
+def _sender(client: ApiClient) -> Any:
+    def send(call: Call[Any]) -> Any:
+        request = call.request()
+        try:
+            response = client.send(request.pop("method"), request.pop("url"), **request)
+        except ApiError as exc:
+            if exc.status in call.none_if:
+                return None
+            raise
+        return call.decode(response)
+
+    return send

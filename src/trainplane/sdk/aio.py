@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from trainplane.code_bundles import spec_with_bundle
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
@@ -19,9 +19,11 @@ from trainplane.sdk.errors import ConnectionFailed, error_for
 from trainplane.sdk.specs import SpecInput
 from trainplane.sdk.sse import LogStream
 from trainplane.sdk.transport import DEFAULT_TIMEOUT, STREAM_TIMEOUT, Call, connection
+from trainplane.sdk.uploads import async_chunks, prepare, run_steps_async
 from trainplane.sdk.waiting import Waiter, WaitOptions
 
 T = TypeVar("T")
+log = logging.getLogger("trainplane.sdk")
 
 
 class AsyncClient:
@@ -44,8 +46,11 @@ class AsyncClient:
         await self.close()
 
     async def _run(self, call: Call[T]) -> T:
+        request = call.request()
+        if call.stream is not None:
+            request["content"] = async_chunks(call.stream)
         try:
-            response = await self._http.request(**call.request())
+            response = await self._http.request(**request)
         except httpx.TransportError as exc:
             raise ConnectionFailed(self.url, exc) from exc
         return call.decode(response)
@@ -60,17 +65,27 @@ class AsyncClient:
     # --- jobs ------------------------------------------------------------------
 
     async def submit(
-        self, spec: SpecInput, *, upload: bool = False, **options: Unpack[calls.SubmitOptions]
+        self,
+        spec: SpecInput,
+        *,
+        upload: bool | None = None,
+        **options: Unpack[calls.SubmitOptions],
     ) -> m.Job:
-        """As ``Client.submit``."""
-        if upload:
-            document, project, bundle = calls.code_to_upload(spec, options)
-            uploaded = await self.upload_bundle(project, bundle)
-            spec = spec_with_bundle(document, uploaded.digest)
-        return await self._run(calls.submit(spec, options))
+        """As ``Client.submit``; files are read and hashed off the event loop."""
+        document = await self._prepared(spec, options, upload)
+        return await self._run(calls.submit_document(document, options.get("idempotency_key")))
 
-    async def plan(self, spec: SpecInput, **options: Unpack[calls.SpecOptions]) -> m.Plan:
-        return await self._run(calls.plan(spec, options))
+    async def plan(
+        self, spec: SpecInput, *, upload: bool | None = None, **options: Unpack[calls.SpecOptions]
+    ) -> m.Plan:
+        return await self._run(calls.plan_document(await self._prepared(spec, options, upload)))
+
+    async def _prepared(
+        self, spec: SpecInput, options: calls.SpecOptions, upload: bool | None
+    ) -> dict[str, Any]:
+        document = await asyncio.to_thread(calls.spec_of, spec, options)
+        steps = prepare(document, url=self.url, upload=upload, note=log.info)
+        return await run_steps_async(steps, self._run)
 
     async def list_jobs(
         self,
@@ -153,6 +168,9 @@ class AsyncClient:
 
     async def bundle(self, project: str, digest: str) -> m.Bundle:
         return await self._run(calls.bundle(project, digest))
+
+    async def input_file(self, project: str, digest: str) -> m.InputFile:
+        return await self._run(calls.input_file(project, digest))
 
     # --- the installation ----------------------------------------------------------
 

@@ -7,11 +7,12 @@ token rather than a user's (:data:`RUNTIME_ONLY`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
-from trainplane.code_bundles import bundle_of_spec
+import httpx
+
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
 from trainplane.sdk.specs import SpecInput, spec_document
@@ -30,6 +31,8 @@ CHECKPOINTS = Operation("GET", "/v1/jobs/{job_id}/checkpoints", m.Checkpoints)
 RESULT = Operation("GET", "/v1/jobs/{job_id}/result", m.JobResult)
 UPLOAD_BUNDLE = Operation("POST", "/v1/projects/{project}/bundles", m.Bundle)
 GET_BUNDLE = Operation("GET", "/v1/projects/{project}/bundles/{digest}", m.Bundle)
+PUT_INPUT = Operation("PUT", "/v1/projects/{project}/inputs/{digest}", m.InputFile)
+GET_INPUT = Operation("GET", "/v1/projects/{project}/inputs/{digest}", m.InputFile)
 LIST_CLUSTERS = Operation("GET", "/v1/clusters", im.ClusterList)
 ADD_CLUSTER = Operation("POST", "/v1/clusters", im.Cluster)
 PUT_CLUSTER = Operation("PUT", "/v1/clusters/{name}", im.Cluster)
@@ -113,25 +116,26 @@ class UsageWindow(TypedDict, total=False):
 
 
 def submit(spec: SpecInput, options: SubmitOptions) -> Call[m.Job]:
-    key = options.get("idempotency_key")
+    return submit_document(spec_of(spec, options), options.get("idempotency_key"))
+
+
+def submit_document(document: dict[str, Any], key: str | None) -> Call[m.Job]:
+    """The spec document as it is, options applied already (``spec_of``)."""
     headers = {"Idempotency-Key": key} if key else {}
-    return SUBMIT.call(json=_spec(spec, options), headers=headers)
-
-
-def code_to_upload(spec: SpecInput, options: SpecOptions) -> tuple[dict[str, Any], str, bytes]:
-    """For ``submit(upload=True)``: the spec's document, its project, and the
-    bundle of its ``entrypoint.working_dir``. Raises ValueError (a
-    BundleError) naming the field, before anything is sent."""
-    document = _spec(spec, options)
-    _, data = bundle_of_spec(document)
-    return document, document.get("project") or "default", data
+    return SUBMIT.call(json=document, headers=headers)
 
 
 def plan(spec: SpecInput, options: SpecOptions) -> Call[m.Plan]:
-    return PLAN.call(json=_spec(spec, options))
+    return plan_document(spec_of(spec, options))
 
 
-def _spec(spec: SpecInput, options: SpecOptions) -> dict[str, Any]:
+def plan_document(document: dict[str, Any]) -> Call[m.Plan]:
+    return PLAN.call(json=document)
+
+
+def spec_of(spec: SpecInput, options: SpecOptions) -> dict[str, Any]:
+    """The document a spec input makes, with the options applied; raises
+    ValueError for a file that cannot be read or an override that does not apply."""
     return spec_document(
         spec, project=options.get("project"), overrides=options.get("overrides", ())
     )
@@ -202,6 +206,50 @@ def upload_bundle(project: str, data: bytes) -> Call[m.Bundle]:
 
 def bundle(project: str, digest: str) -> Call[m.Bundle]:
     return GET_BUNDLE.call(project=project, digest=digest)
+
+
+def bundle_if_any(project: str, digest: str) -> Call[m.Bundle | None]:
+    """The project's bundle of that digest; None when it has none."""
+    return GET_BUNDLE.call(project=project, digest=digest, none_if=frozenset({404}))
+
+
+def input_file(project: str, digest: str) -> Call[m.InputFile]:
+    return GET_INPUT.call(project=project, digest=digest)
+
+
+def input_if_any(project: str, digest: str) -> Call[m.InputFile | None]:
+    """The project's input of that digest; None when it has none."""
+    return GET_INPUT.call(project=project, digest=digest, none_if=frozenset({404}))
+
+
+# An upload's answer comes once the server has stored it all: unpacking a
+# model folder, or sending it on to S3, takes a while.
+UPLOAD_TIMEOUT = httpx.Timeout(30.0, read=3600.0)
+
+
+def upload_input(
+    project: str,
+    digest: str,
+    size_bytes: int,
+    chunks: Callable[[], Iterator[bytes]],
+    *,
+    folder: bool,
+    name: str | None = None,
+) -> Call[m.InputFile]:
+    """Store a file (``folder`` False: its bytes, kept as ``name``) or a
+    folder (a zip of it) in the project's storage as ``digest``."""
+    headers = {
+        "Content-Type": "application/zip" if folder else "application/octet-stream",
+        "Content-Length": str(size_bytes),
+    }
+    return PUT_INPUT.call(
+        project=project,
+        digest=digest,
+        params={"name": None if folder else name},
+        headers=headers,
+        stream=chunks,
+        timeout=UPLOAD_TIMEOUT,
+    )
 
 
 def clusters() -> Call[im.ClusterList]:

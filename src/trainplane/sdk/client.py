@@ -8,13 +8,13 @@ that several methods take are the TypedDicts there."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from trainplane.code_bundles import spec_with_bundle
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
@@ -22,9 +22,11 @@ from trainplane.sdk.errors import ConnectionFailed, error_for
 from trainplane.sdk.specs import SpecInput
 from trainplane.sdk.sse import LogStream
 from trainplane.sdk.transport import DEFAULT_TIMEOUT, STREAM_TIMEOUT, Call, connection
+from trainplane.sdk.uploads import prepare, run_steps
 from trainplane.sdk.waiting import Waiter, WaitOptions
 
 T = TypeVar("T")
+log = logging.getLogger("trainplane.sdk")
 
 
 class Client:
@@ -64,21 +66,37 @@ class Client:
     # --- jobs ------------------------------------------------------------------
 
     def submit(
-        self, spec: SpecInput, *, upload: bool = False, **options: Unpack[calls.SubmitOptions]
+        self,
+        spec: SpecInput,
+        *,
+        upload: bool | None = None,
+        **options: Unpack[calls.SubmitOptions],
     ) -> m.Job:
         """Submit a spec: a mapping, a ``trainplane.jobs.spec`` model, or a
         YAML/JSON file's path (its relative paths resolve against its folder).
-        ``upload=True`` first sends its ``entrypoint.working_dir`` as a code
-        bundle, and the job runs in that (``trainplane submit --upload``): for
-        a server or cluster that cannot see this machine's files."""
-        if upload:
-            document, project, bundle = calls.code_to_upload(spec, options)
-            spec = spec_with_bundle(document, self.upload_bundle(project, bundle).digest)
-        return self._run(calls.submit(spec, options))
 
-    def plan(self, spec: SpecInput, **options: Unpack[calls.SpecOptions]) -> m.Plan:
-        """What submitting ``spec`` would do (placement, memory, cost); creates nothing."""
-        return self._run(calls.plan(spec, options))
+        The files it names on this machine go with it unless the server is
+        ``trainplane up`` here: ``entrypoint.working_dir`` as a code bundle, a
+        fine-tune's ``base_model`` and datasets to the project's storage, each
+        only if the server does not have it yet. ``upload=True`` sends them to
+        any server, ``upload=False`` sends their paths as they are (a server
+        whose ``TRAINPLANE_SERVER_PATHS`` holds them). Raises ValueError
+        (``LocalFilesError``, naming each field) before anything is sent."""
+        document = self._prepared(spec, options, upload)
+        return self._run(calls.submit_document(document, options.get("idempotency_key")))
+
+    def plan(
+        self, spec: SpecInput, *, upload: bool | None = None, **options: Unpack[calls.SpecOptions]
+    ) -> m.Plan:
+        """What submitting ``spec`` would do (placement, memory, cost); creates
+        nothing but the uploads ``submit`` would make (which it then skips)."""
+        return self._run(calls.plan_document(self._prepared(spec, options, upload)))
+
+    def _prepared(
+        self, spec: SpecInput, options: calls.SpecOptions, upload: bool | None
+    ) -> dict[str, Any]:
+        steps = prepare(calls.spec_of(spec, options), url=self.url, upload=upload, note=log.info)
+        return run_steps(steps, self._run)
 
     def list_jobs(
         self,
@@ -171,6 +189,10 @@ class Client:
     def bundle(self, project: str, digest: str) -> m.Bundle:
         """The project's bundle of that digest; NotFound if it has none."""
         return self._run(calls.bundle(project, digest))
+
+    def input_file(self, project: str, digest: str) -> m.InputFile:
+        """The project's uploaded input of that digest; NotFound if it has none."""
+        return self._run(calls.input_file(project, digest))
 
     # --- the installation ----------------------------------------------------------
 

@@ -336,6 +336,18 @@ class Bundle(Model):
     created_at: datetime
 
 
+class InputFile(Model):
+    """A fine-tune's input (a dataset file, a model folder) in the project's
+    storage, stored once by its digest; a spec names its ``location``."""
+
+    digest: str
+    project: str
+    kind: Literal["file", "folder"]
+    location: str
+    size_bytes: int
+    files: int
+
+
 class Health(Model):
     status: str
     checks: dict[str, str] = {}

@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
-from trainplane.cli.specfile import SpecFileError, apply_override, load_spec_file
+from trainplane.cli.specfile import SpecFileError, apply_override, load_spec_file, resolve_paths
 
 SpecInput: TypeAlias = Mapping[str, Any] | BaseModel | str | os.PathLike[str]
 
@@ -21,8 +21,10 @@ def spec_document(
 ) -> dict[str, Any]:
     """The spec's fields, with ``overrides`` (``resources.gpus=4``, as the
     CLI's ``--set``) and ``project`` applied. A file's relative paths resolve
-    against its folder, as ``trainplane submit`` resolves them. Raises
-    ValueError for a file that cannot be read or an override that does not apply."""
+    against its folder, as ``trainplane submit`` resolves them; a mapping's
+    or a model's against the current folder (a ``working_dir`` only if it
+    names one). Raises ValueError for a file that cannot be read or an
+    override that does not apply."""
     try:
         if isinstance(spec, str | os.PathLike):
             document = load_spec_file(Path(spec), list(overrides))
@@ -34,6 +36,8 @@ def spec_document(
                 document = copy.deepcopy(dict(spec))
             for override in overrides:
                 apply_override(document, override)
+            # Paths it names are this process's: relative to where it runs.
+            resolve_paths(document, Path.cwd(), default_working_dir=False)
     except SpecFileError as exc:
         raise ValueError(str(exc)) from None
     if project is not None:

@@ -5,7 +5,7 @@ exception. Nothing here sends anything."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -58,11 +58,24 @@ class Operation:
         headers: Mapping[str, str] | None = None,
         pick: Callable[[Any], Any] | None = None,
         also_ok: frozenset[int] = frozenset(),
+        none_if: frozenset[int] = frozenset(),
+        stream: Callable[[], Iterator[bytes]] | None = None,
+        timeout: httpx.Timeout | None = None,
         **path_params: str,
     ) -> Call[Any]:
         path = self.path.format(**{k: quote(str(v), safe="") for k, v in path_params.items()})
         return Call(
-            self, path, dict(params or {}), json, content, dict(headers or {}), pick, also_ok
+            self,
+            path,
+            dict(params or {}),
+            json,
+            content,
+            dict(headers or {}),
+            pick,
+            also_ok,
+            none_if,
+            stream,
+            timeout,
         )
 
 
@@ -70,7 +83,9 @@ class Operation:
 class Call(Generic[T]):
     """One request, ready to send, and how to read its answer: the body's
     model, then ``pick`` (e.g. a list body's items). ``also_ok`` statuses
-    carry the body too (503 from ``/readyz``)."""
+    carry the body too (503 from ``/readyz``); ``none_if`` statuses decode
+    to None (404: the server has no such thing). ``stream`` makes the body,
+    in chunks, each time it is called: an upload too big to hold in memory."""
 
     operation: Operation
     path: str
@@ -80,20 +95,28 @@ class Call(Generic[T]):
     headers: dict[str, str] = field(default_factory=dict)
     pick: Callable[[Any], T] | None = None
     also_ok: frozenset[int] = frozenset()
+    none_if: frozenset[int] = frozenset()
+    stream: Callable[[], Iterator[bytes]] | None = None
+    timeout: httpx.Timeout | None = None
 
     def request(self) -> dict[str, Any]:
-        """Keyword arguments for httpx's ``request`` and ``stream``."""
+        """Keyword arguments for httpx's ``request`` and ``stream`` (of a
+        sync client: a streamed body is a plain iterator)."""
+        extra = {} if self.timeout is None else {"timeout": self.timeout}
         return {
             "method": self.operation.method,
             "url": self.path,
             "params": {k: v for k, v in self.params.items() if v is not None},
             "json": self.json,
-            "content": self.content,
+            "content": self.stream() if self.stream is not None else self.content,
             "headers": self.headers,
+            **extra,
         }
 
     def decode(self, response: httpx.Response) -> T:
         """The answer as the operation's model; a refusal raises its error."""
+        if response.status_code in self.none_if:
+            return None  # type: ignore[return-value]
         if not response.is_success and response.status_code not in self.also_ok:
             raise error_for(response)
         kind = self.operation.response
