@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 from tests.cli.conftest import TRAINPLANE, clean_env, run_cli
+from tests.factories import EXAMPLES
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.cli.common import (
     EXIT_CANCELLED,
@@ -179,3 +181,40 @@ def test_a_job_cancelled_while_the_step_waits_exits_3(ci_server, tmp_path):
     assert waiting.returncode == EXIT_CANCELLED, stderr
     assert re.search(rf"job {job_id} CANCELLED: ", stderr), stderr
     assert "exit code 3: the job was cancelled" in stderr
+
+
+def test_the_ci_fine_tune_example_runs_against_a_remote_server(ci_server, tmp_path):
+    """examples/ci's step, as its pipelines run it: the runner holds the base
+    model and datasets, the server reads none of its files, so they go up to
+    the project's storage (once) and the job trains from there."""
+    from trainplane.testing.tiny_models import build_tiny_llama
+
+    example = tmp_path / "finetune"
+    shutil.copytree(EXAMPLES / "finetune", example)
+    build_tiny_llama(example / "tiny-llama")  # what make_base_model.py does
+    run = run_cli(
+        ci_server,
+        "submit",
+        str(example / "job.yaml"),
+        "--set",
+        "hyperparameters.max_steps=10",
+        "--wait",
+        "--fail-on",
+        "eval_loss>6",
+        "--output",
+        "json",
+        timeout=900,
+    )
+    assert run.returncode == EXIT_OK, run.stderr
+    for field in ("base_model", "dataset.train", "dataset.eval"):
+        assert f"uploaded {field} {example}" in run.stderr, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "SUCCEEDED" and result["metrics"]["eval_loss"] < 6
+    spec = httpx.get(f"{ci_server}/v1/jobs/{result['id']}", timeout=10).json()["spec"]
+    assert "/checkpoints/default/inputs/" in spec["base_model"]
+    assert spec["dataset"]["train"].endswith("/train.jsonl")
+
+    # The pipeline's retry: the same files are on the server; only the spec goes.
+    plan = run_cli(ci_server, "plan", str(example / "job.yaml"))
+    assert plan.returncode == EXIT_OK, plan.stderr
+    assert "uploaded" not in plan.stderr and plan.stderr.count("has it already") == 3
