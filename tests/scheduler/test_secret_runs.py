@@ -162,20 +162,23 @@ def test_a_secret_reaches_every_rank_and_nothing_else(plane: Plane, ray_head: Lo
 
 
 @pytest.mark.postgres_only
-def test_a_train_functions_ray_train_workers_get_the_secret(plane: Plane):
-    """A train function on two workers runs in Ray Train's worker processes,
-    which fetch the secret themselves."""
+def test_a_train_function_gets_the_secret_inline_and_in_ray_train_workers(plane: Plane):
+    """A train function on one worker runs in the driver's own process; on
+    two, in Ray Train's worker processes, which fetch the secret themselves."""
     bundle = build_bundle([("checks.py", CHECK_FUNCTION.encode())])
     uploaded = plane.http.post(
         "/v1/projects/default/bundles", content=bundle, headers={"Content-Type": "application/zip"}
     )
     assert uploaded.status_code == 201, uploaded.text
-    job_id = plane.submit(
-        "function-gang", 2, function="checks:check", code=uploaded.json()["digest"]
-    )
+    code = uploaded.json()["digest"]
+    ids = {
+        ranks: plane.submit(f"function-{ranks}", ranks, function="checks:check", code=code)
+        for ranks in (1, 2)
+    }
     with running_scheduler(plane.settings):
-        job = plane.finished(job_id, timeout=240)
-    log = plane.http.get(f"/v1/jobs/{job_id}/logs").text
-    assert job["status"] == "SUCCEEDED", (job["reason"], log[-2000:])
-    assert log.count("secret-check True") == 2, log
-    assert SECRET not in log
+        jobs = {ranks: plane.finished(job_id, timeout=240) for ranks, job_id in ids.items()}
+    for ranks, job in jobs.items():
+        log = plane.http.get(f"/v1/jobs/{job['id']}/logs").text
+        assert job["status"] == "SUCCEEDED", (job["reason"], log[-2000:])
+        assert log.count("secret-check True") == ranks, log
+        assert SECRET not in log
