@@ -257,3 +257,15 @@ def test_executable_files_stay_executable(tmp_path):
     unpacked = unpack_bundle(bundle_of_folder(tmp_path / "code"), tmp_path / "cache")
     assert os.access(unpacked / "run.sh", os.X_OK)
     assert not os.access(unpacked / "data.txt", os.X_OK)
+
+
+def test_an_invalid_spec_goes_as_it_is_and_nothing_is_uploaded_first(
+    shared_cli, shared_server, project_folder
+):
+    (project_folder / "code" / "train.py").write_text("print('never sent')\n")
+    result = shared_cli("plan", str(project_folder / "job.yaml"), "--set", "resources.gpus=0")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "resources.gpus" in result.stderr and "uploaded" not in result.stderr
+    digest = digest_of(bundle_of_folder(project_folder / "code"))
+    found = httpx.get(f"{shared_server.url}/v1/projects/default/bundles/{digest}", timeout=10)
+    assert found.status_code == 404

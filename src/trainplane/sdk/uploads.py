@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from trainplane.cli.credentials import LOOPBACK, local_token_path
 from trainplane.code_bundles import BundleError, digest_of, folder_bundle, spec_with_bundle
 from trainplane.input_archives import (
@@ -36,6 +38,7 @@ from trainplane.input_archives import (
     file_digest,
     folder_members,
 )
+from trainplane.jobs.spec import parse_spec
 from trainplane.sdk import calls
 from trainplane.sdk.local_files import (
     LocalFiles,
@@ -68,7 +71,7 @@ def prepare(
     the server, False sends their paths as they are (a server whose
     ``TRAINPLANE_SERVER_PATHS`` holds them), None decides by the server."""
     files = local_files(document)
-    if not files or upload is False:
+    if not files or upload is False or not _valid(document):
         return document
     check_code(document, files)
     if upload is None and is_loopback(url):
@@ -77,6 +80,16 @@ def prepare(
             return document  # `trainplane up` on this machine reads them itself
     check_inputs(files)
     return (yield from send_local_files(document, files, note))
+
+
+def _valid(document: dict[str, Any]) -> bool:
+    """Whether the spec passes validation. One that does not goes as it is:
+    the server names every field to fix, and no upload is worth making first."""
+    try:
+        parse_spec(document)
+    except ValidationError:
+        return False
+    return True
 
 
 def send_local_files(
