@@ -24,6 +24,7 @@ import torch
 
 from trainplane.runtime import rng
 from trainplane.runtime.collective import barrier, broadcast, gather
+from trainplane.runtime.safe_loading import check_loadable, load_file
 from trainplane.storage import checkpoints as layout
 from trainplane.storage import files
 from trainplane.storage.backends import LocalStorage, Storage, StorageError, open_storage
@@ -32,6 +33,7 @@ RNG_FILE = "trainer/rng-rank-{rank}.pt"
 # Under this much free space, a failed local save is put down to a full disk.
 LOW_SPACE_BYTES = 1024 * 1024
 STATE_FILE = "trainer/state.pt"
+TRAINER_STATE = f"{STATE_FILE} (ctx.state, the LR scheduler and the data loaders' positions)"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ class Checkpointer:
                 (staging / "trainer").mkdir(parents=True, exist_ok=True)
                 torch.save(rng.capture(), staging / RNG_FILE.format(rank=self.rank))
                 if self.rank == 0:
+                    # Refused now if it would not load back without unpickling code.
+                    check_loadable(trainer_state, what=TRAINER_STATE)
                     torch.save(trainer_state, staging / STATE_FILE)
                 write_files(staging)
                 entries = files.publish(self.storage, staging, name)
@@ -253,9 +257,11 @@ def numeric(metrics: dict[str, Any]) -> dict[str, float]:
 
 
 def read_rank_rng(folder: Path, rank: int) -> dict[str, Any] | None:
+    """Loaded without unpickling code (runtime.safe_loading), as every file of
+    a checkpoint is."""
     path = folder / RNG_FILE.format(rank=rank)
-    return torch.load(path, weights_only=False) if path.exists() else None
+    return load_file(path, what=RNG_FILE.format(rank=rank)) if path.exists() else None
 
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:
-    return torch.load(folder / STATE_FILE, weights_only=False)
+    return load_file(folder / STATE_FILE, what=TRAINER_STATE)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from trainplane.runtime.safe_loading import load_file
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
@@ -83,14 +84,14 @@ class DDPRunner(StrategyRunner):
         assert self.optimizer is not None
         device = self.settings.device
         model = self.unwrapped()
-        state = torch.load(folder / "model.pt", map_location=device, weights_only=True)
+        state = load_file(folder / "model.pt", what="model.pt", map_location=device)
         if self.settings.save_frozen:
             model.load_state_dict(state)
         else:
             loaded = model.load_state_dict(state, strict=False)
             check_loaded(loaded.missing_keys, loaded.unexpected_keys, frozen_names(model))
         self.optimizer.load_state_dict(
-            torch.load(folder / "optimizer.pt", map_location=device, weights_only=True)
+            load_file(folder / "optimizer.pt", what="optimizer.pt", map_location=device)
         )
 
     def full_state_dict(self) -> dict[str, torch.Tensor] | None:

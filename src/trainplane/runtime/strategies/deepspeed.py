@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainplane.dicts import merged
+from trainplane.runtime.safe_loading import deepspeed_weights_only
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
@@ -139,13 +140,14 @@ class DeepSpeedRunner(StrategyRunner):
         )
 
     def load(self, folder: Path) -> None:
-        path, _ = self.model.load_checkpoint(
-            str(folder),
-            tag=DS_TAG,
-            load_optimizer_states=True,
-            load_lr_scheduler_states=False,
-            load_module_strict=self.settings.save_frozen,
-        )
+        with deepspeed_weights_only(self.model):  # its files, without unpickling code
+            path, _ = self.model.load_checkpoint(
+                str(folder),
+                tag=DS_TAG,
+                load_optimizer_states=True,
+                load_lr_scheduler_states=False,
+                load_module_strict=self.settings.save_frozen,
+            )
         if path is None:
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
 

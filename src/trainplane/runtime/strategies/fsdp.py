@@ -19,6 +19,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
+from trainplane.runtime.safe_loading import dcp_load
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
@@ -99,7 +100,7 @@ class FSDPRunner(StrategyRunner):
             self.model, self.optimizer, options=self._options()
         )
         state = {"model": model_state, "optimizer": optimizer_state}
-        dcp.load(state, checkpoint_id=folder / DCP_FOLDER)
+        dcp_load(state, folder / DCP_FOLDER)  # without unpickling code
         set_state_dict(
             self.model,
             self.optimizer,
