@@ -76,6 +76,21 @@ def server(settings, tmp_path):
         yield process
 
 
+BOOTSTRAP = "a-bootstrap-token-for-cli-tests"
+
+
+@pytest.fixture
+def secured(settings, tmp_path):
+    """A server whose first token is ``BOOTSTRAP``, an admin of every project."""
+    env = {
+        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
+        "TRAINPLANE_HOME": str(tmp_path / "home"),
+        "TRAINPLANE_BOOTSTRAP_TOKEN": BOOTSTRAP,
+    }
+    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
+        yield process
+
+
 def cli_for(server: ServerProcess):
     """The CLI, in this process, against ``server``."""
     runner = CliRunner()

@@ -7,28 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 from sqlalchemy import select
 
-from tests.cli.conftest import TRAINPLANE, clean_env, run_cli
+from tests.cli.conftest import BOOTSTRAP, TRAINPLANE, clean_env, run_cli
 from trainplane.db.models import ProjectSecret
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.secret_box import SecretBox
-from trainplane.testing.server import ServerProcess
 
-BOOTSTRAP = "a-bootstrap-token-for-secret-cli-tests"
 VALUE = "cli-secret-value-51de"
-
-
-@pytest.fixture
-def secured(settings, tmp_path):
-    env = {
-        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
-        "TRAINPLANE_HOME": str(tmp_path / "home"),
-        "TRAINPLANE_BOOTSTRAP_TOKEN": BOOTSTRAP,
-    }
-    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
-        yield process
 
 
 def _cli(server, *args, stdin="", token=BOOTSTRAP):

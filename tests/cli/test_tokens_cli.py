@@ -7,22 +7,8 @@ import json
 
 import pytest
 
-from tests.cli.conftest import run_cli
+from tests.cli.conftest import BOOTSTRAP, run_cli
 from trainplane.cli.credentials import token_for
-from trainplane.testing.server import ServerProcess
-
-BOOTSTRAP = "a-bootstrap-token-for-cli-tests"
-
-
-@pytest.fixture
-def secured(settings, tmp_path):
-    env = {
-        "TRAINPLANE_DATABASE_URL": settings.resolved_database_url,
-        "TRAINPLANE_HOME": str(tmp_path / "home"),
-        "TRAINPLANE_BOOTSTRAP_TOKEN": BOOTSTRAP,
-    }
-    with ServerProcess(env, log_path=tmp_path / "server.log") as process:
-        yield process
 
 
 def test_tokens_are_created_listed_used_and_revoked(secured, tmp_path):

@@ -3,14 +3,19 @@ jobs, and an in-process scheduler working against the test database."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
+import uvicorn
 
 from tests.conftest import RAY_SLOTS as SLOTS
+from trainplane.api.app import create_app
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
+from trainplane.net import free_port
 from trainplane.serve.processes import running_scheduler
 from trainplane.testing.clusters import register_local_cluster
 
@@ -51,3 +56,22 @@ def wait_for(check: Callable[[], object], timeout: float, what: str) -> object:
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@contextlib.contextmanager
+def api_on_a_port(settings: Settings) -> Iterator[Settings]:
+    """The API on a real port of 127.0.0.1, as runs reach it; yields
+    ``settings`` with that address as the one the scheduler hands to runs."""
+    port = free_port()
+    settings = settings.model_copy(update={"advertise_url": f"http://127.0.0.1:{port}"})
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, name="test-api", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 20, "the API server")
+        yield settings
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -5,18 +5,14 @@ stops it as stuck and restarts it, until no restart is left."""
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from tests.factories import small_spec
-from tests.scheduler.conftest import register_local, wait_for
-from trainplane.api.app import create_app
+from tests.scheduler.conftest import api_on_a_port, register_local, wait_for
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
-from trainplane.net import free_port
 from trainplane.serve.processes import running_scheduler
 
 # Reports step 40 once, says what it was launched with, then hangs.
@@ -42,21 +38,10 @@ time.sleep(600)
 def served(fast_settings: Settings, ray_head: LocalRayHead, db_url: str) -> Iterator[Settings]:
     """The API on a real port, as the runs reach it, and a scheduler that
     hands that address to them."""
-    port = free_port()
-    settings = fast_settings.model_copy(update={"advertise_url": f"http://127.0.0.1:{port}"})
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="test-api", daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started, 20, "the API server")
+    with api_on_a_port(fast_settings) as settings:
         register_local(db_url, ray_head.address)
         with running_scheduler(settings):
             yield settings
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.mark.postgres_only

@@ -9,23 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from ray.job_submission import JobSubmissionClient
 
 from tests.factories import small_spec
-from tests.scheduler.conftest import register_local, wait_for
-from trainplane.api.app import create_app
+from tests.scheduler.conftest import api_on_a_port, register_local, wait_for
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.code_bundles import build_bundle
 from trainplane.config import Settings
 from trainplane.jobs.environment import REDACTED
-from trainplane.net import free_port
 from trainplane.serve.processes import running_scheduler
 
 SECRET = "hf_" + os.urandom(12).hex()
@@ -79,31 +75,20 @@ def plane(
 ) -> Iterator[Plane]:
     """The API with tracking on (a store of this test's own), and the local
     cluster registered; the test starts the scheduler when its jobs are in."""
-    port = free_port()
-    settings = fast_settings.model_copy(
+    tracked = fast_settings.model_copy(
         update={
-            "advertise_url": f"http://127.0.0.1:{port}",
             "tracking_enabled": True,
             "mlflow_tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
             "mlflow_artifacts": str(tmp_path / "mlflow-artifacts"),
             "tracking_interval_seconds": 0.2,
         }
     )
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, name="test-api", daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started, 20, "the API server")
+    with api_on_a_port(tracked) as settings:
         register_local(db_url, ray_head.address)
-        plane = Plane(f"http://127.0.0.1:{port}", settings)
+        plane = Plane(settings.advertise_url, settings)
         answer = plane.http.put("/v1/projects/default/secrets/hf-token", json={"value": SECRET})
         assert answer.status_code == 201, answer.text
         yield plane
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_a_secret_reaches_every_rank_and_nothing_else(plane: Plane, ray_head: LocalRayHead):
