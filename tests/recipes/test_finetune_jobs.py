@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.conftest import FinetuneFiles
+from tests.factories import EXAMPLES
 from tests.runtime.test_training import kill_when_past
 from tests.tracking.test_tracking_runs import TrackedService, start_tracked_server
 from trainplane.backends.local_ray import LocalRayHead
@@ -77,14 +78,19 @@ def service(
     ray_head: LocalRayHead,
     s3_endpoint: str,
     finetune_files: FinetuneFiles,
+    server_files: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[FinetuneService]:
     from trainplane.testing.tiny_models import build_tiny_llama
 
     home = tmp_path_factory.mktemp("finetune-service")
-    slow_model = build_tiny_llama(home / "slow-model", hidden_size=256, layers=4)
+    # The models and datasets are the server's own files (TRAINPLANE_SERVER_PATHS).
+    slow_model = build_tiny_llama(server_files / "slow-model", hidden_size=256, layers=4)
     mlflow_uri = f"sqlite:///{home / 'mlflow.db'}"
-    with start_tracked_server(home, ray_head, s3_endpoint, mlflow_uri) as server:
+    paths = f"{EXAMPLES}:{server_files}"
+    with start_tracked_server(
+        home, ray_head, s3_endpoint, mlflow_uri, TRAINPLANE_SERVER_PATHS=paths
+    ) as server:
         yield FinetuneService(
             server.url, home, s3_endpoint, mlflow_uri, files=finetune_files, slow_model=slow_model
         )

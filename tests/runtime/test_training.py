@@ -150,6 +150,9 @@ def start_server(home: Path, ray_head: LocalRayHead, s3_endpoint: str, **env: st
         "TRAINPLANE_HOME": str(home),
         "TRAINPLANE_ADVERTISE_URL": f"http://127.0.0.1:{port}",
         "TRAINPLANE_SCHEDULER_POLL_SECONDS": "0.5",
+        # The examples are the server's own code folders, as an operator
+        # lists a shared one: jobs may name them as their working_dir.
+        "TRAINPLANE_SERVER_PATHS": str(ROOT / "examples"),
         # The API lists checkpoints kept on the test S3.
         "AWS_ENDPOINT_URL_S3": s3_endpoint,
         **S3_CREDENTIALS,
@@ -305,12 +308,18 @@ def test_sharded_checkpoints_on_s3_resume_exactly(
     and the exported model land in the same bucket."""
     expected = service.trained("fsdp")
     storage = f"s3://{s3_bucket}/ckpt"
-    job_id = service.submit(
-        "fsdp",
-        sleep=0.1,
-        checkpoint={"every_steps": 10, "keep_last": 2, "storage": storage},
-        register_model={"name": "mlp-on-s3"},
-    )
+    # A job's storage must lie under its project's root: here, the bucket.
+    rooted = service.http.patch("/v1/projects/default", json={"storage": f"s3://{s3_bucket}"})
+    assert rooted.status_code == 200, rooted.text
+    try:
+        job_id = service.submit(
+            "fsdp",
+            sleep=0.1,
+            checkpoint={"every_steps": 10, "keep_last": 2, "storage": storage},
+            register_model={"name": "mlp-on-s3"},
+        )
+    finally:
+        service.http.patch("/v1/projects/default", json={"storage": None})
     body = service.job(job_id)["spec"]
     assert body["checkpoint"]["storage"] == storage
     kill_when_past(service, job_id, 15, "RayTrainWorker")

@@ -3,18 +3,21 @@ stuck: pure functions, no cluster."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from tests.factories import small_spec
+from trainplane.backends.ray import RayClusters
 from trainplane.db.base import utcnow
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.runtime import env as tp_env
-from trainplane.scheduler.launch import launch_request, resuming_spec
-from trainplane.scheduler.steps import is_stuck
-from trainplane.services.attempts import AttemptWork
+from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
+from trainplane.scheduler.steps import AdvanceContext, advance, is_stuck
+from trainplane.services.attempts import AttemptWork, Rejected
+from trainplane.services.file_access import FileAccess
 
 pytestmark = pytest.mark.ray_free
 
@@ -100,3 +103,86 @@ def test_stuck_is_no_new_step_for_longer_than_stuck_after():
 
 def test_an_attempt_that_never_reported_is_never_stuck():
     assert not is_stuck(_work(last_progress_at=None), utcnow(), default_seconds=1)
+
+
+# --- the working_dir is asked about again at launch ----------------------------------
+
+
+def _access(tmp_path, *roots, local_user=False):
+    return FileAccess(
+        default_storage=str(tmp_path / "home" / "checkpoints"),
+        home=tmp_path / "home",
+        server_paths=tuple(str(root) for root in roots),
+        local_user=local_user,
+    )
+
+
+def _launched(spec, access):
+    return launch_request(
+        job_id="job-1",
+        attempt_id="attempt-1",
+        restarts_used=0,
+        spec=spec,
+        accelerator="cpu",
+        control_plane_url=None,
+        attempt_token="t" * 64,
+        checkpoint_dir="/ckpt/c",
+        model_dir="/ckpt/m",
+        access=access,
+        project="alpha",
+    )
+
+
+def _with_working_dir(path):
+    return _spec(entrypoint={"command": ["true"], "working_dir": str(path)})
+
+
+def test_a_folder_the_rule_now_refuses_is_never_shipped(tmp_path):
+    code = tmp_path / "shared" / "code"
+    code.mkdir(parents=True)
+    (tmp_path / "home").mkdir()
+    allowed = _access(tmp_path, tmp_path / "shared")
+    assert _launched(_with_working_dir(code), allowed).runtime_env["working_dir"] == str(code)
+    # The operator's list shrank since the job was accepted.
+    with pytest.raises(LaunchError, match=r"^entrypoint\.working_dir: .* upload it instead"):
+        _launched(_with_working_dir(code), _access(tmp_path))
+    # A spec accepted before there was a rule at all.
+    for path in ("/etc", tmp_path / "home"):
+        with pytest.raises(LaunchError, match=r"^entrypoint\.working_dir"):
+            _launched(_with_working_dir(path), allowed)
+
+
+def test_the_local_users_folders_ship_but_never_trainplanes_own(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (tmp_path / "home").mkdir()
+    mine = _access(tmp_path, local_user=True)
+    assert _launched(_with_working_dir(code), mine).runtime_env["working_dir"] == str(code)
+    with pytest.raises(LaunchError, match="TRAINPLANE_HOME"):
+        _launched(_with_working_dir(tmp_path / "home"), mine)
+
+
+def test_a_scheduler_told_nothing_ships_no_folder_and_relative_ones_ship_nothing(tmp_path):
+    with pytest.raises(LaunchError, match="ships no folder of its own"):
+        _launched(_with_working_dir(tmp_path), None)
+    env = _launched(_spec(entrypoint={"command": ["true"], "working_dir": "code"}), None)
+    assert "working_dir" not in env.runtime_env
+
+
+def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path):
+    work = replace(
+        _work(last_progress_at=None),
+        status=AttemptStatus.PENDING,
+        spec=_with_working_dir("/etc"),
+        cluster_address="http://127.0.0.1:9",  # nothing answers there
+    )
+    context = AdvanceContext(
+        control_plane_url=None,
+        checkpoint_storage=str(tmp_path / "ckpt"),
+        stuck_after_seconds=60,
+        token_key=b"k" * 32,
+        file_access=_access(tmp_path),
+    )
+    outcome = advance(work, RayClusters(), utcnow(), context=context)
+    assert isinstance(outcome, Rejected)
+    assert outcome.message.startswith("entrypoint.working_dir: '/etc' names a folder on the server")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainplane.runtime import env as tp_env
+from trainplane.services.file_access import FileAccess
 
 # Ray runs the entrypoint with ``sh -c``. ``exec`` makes the driver the very
 # process Ray's supervisor started, so a stop's SIGTERM reaches it even while
@@ -41,8 +42,14 @@ def launch_request(
     checkpoint_dir: str,
     model_dir: str,
     code_folder: str | None = None,
+    access: FileAccess | None = None,
+    project: str = "",
 ) -> LaunchRequest:
-    """``code_folder``: the job's unpacked code bundle (``entrypoint.code``)."""
+    """``code_folder``: the job's unpacked code bundle (``entrypoint.code``).
+    ``access``: what this server may ship from its own disk (None: nothing),
+    asked again at every launch: a spec accepted before the rule, or a
+    TRAINPLANE_SERVER_PATHS that shrank since, must not ship what the rule
+    now refuses. ``project``: the job's, for the refusal's advice."""
     entrypoint = spec.get("entrypoint") or {}
     env_vars = {
         **{k: str(v) for k, v in (entrypoint.get("env") or {}).items()},
@@ -75,6 +82,13 @@ def launch_request(
     if code_folder is not None:
         runtime_env["working_dir"] = code_folder
     elif working_dir and os.path.isabs(working_dir):
+        refusal = (
+            access.working_dir_refusal(working_dir, project)
+            if access is not None
+            else f"'{working_dir}': this scheduler ships no folder of its own"
+        )
+        if refusal:
+            raise LaunchError(f"entrypoint.working_dir: {refusal}")
         if not os.path.isdir(working_dir):
             raise LaunchError(f"entrypoint.working_dir {working_dir} is not a folder here")
         runtime_env["working_dir"] = working_dir

@@ -28,6 +28,7 @@ from trainplane.services import attempts as attempt_service
 from trainplane.services import bundles as bundle_service
 from trainplane.services import clusters as cluster_service
 from trainplane.services.attempt_tokens import TokenKey
+from trainplane.services.file_access import FileAccess
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
 
@@ -40,9 +41,14 @@ BUNDLE_SWEEP_SECONDS = 600.0
 
 
 class Scheduler:
-    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+    def __init__(
+        self, settings: Settings, sessions: sessionmaker[Session], *, local_user: bool = False
+    ) -> None:
+        """``local_user``: ``trainplane up`` on loopback, whose one local user's
+        folders may be shipped (services.file_access)."""
         self.settings = settings
         self.sessions = sessions
+        self.file_access = FileAccess.from_settings(settings, local_user=local_user)
         self.clusters = RayClusters()
         self.token_key = TokenKey(settings.secret_key)
         self.bundles = BundleFolders(sessions, bundle_cache_dir(settings))
@@ -118,6 +124,7 @@ class Scheduler:
                 stuck_after_seconds=settings.stuck_after_seconds,
                 preemption_grace_seconds=settings.preemption_grace_seconds,
                 token_key=self.token_key.get(session),
+                file_access=self.file_access,
                 bundles=self.bundles,
             )
         futures = [

@@ -21,6 +21,7 @@ from trainplane.services.attempts import (
     Rejected,
     Unreachable,
 )
+from trainplane.services.file_access import FileAccess
 from trainplane.services.locations import checkpoint_root, model_root
 
 MAX_RUNTIME = "max_runtime"
@@ -35,6 +36,7 @@ class AdvanceContext:
     checkpoint_storage: str  # for jobs whose spec names no checkpoint.storage
     stuck_after_seconds: float  # for jobs whose spec sets no stuck_after
     token_key: bytes
+    file_access: FileAccess  # what may be shipped from this machine (entrypoint.working_dir)
     preemption_grace_seconds: float = 120.0
     bundles: BundleFolders | None = None  # where jobs with entrypoint.code get their code
 
@@ -82,6 +84,8 @@ def advance(
                     work.job_id,
                     context.checkpoint_storage,
                 ),
+                access=context.file_access,
+                project=work.project_name,
                 code_folder=context.bundles.folder(work.project_name, code)
                 if code and context.bundles
                 else None,
