@@ -26,8 +26,8 @@ def _spec(**overrides):
     return parse_spec(small_spec(**overrides)).model_dump(mode="json")
 
 
-def _env(spec, restarts_used=0):
-    request = launch_request(
+def _request(spec, restarts_used=0, *, access=None):
+    return launch_request(
         job_id="job-1",
         attempt_id="attempt-1",
         restarts_used=restarts_used,
@@ -37,8 +37,13 @@ def _env(spec, restarts_used=0):
         attempt_token="t" * 64,
         checkpoint_dir="/ckpt/default/job-1/checkpoints",
         model_dir="/ckpt/default/job-1/model",
+        access=access,
+        project="alpha",
     )
-    return request.runtime_env["env_vars"]
+
+
+def _env(spec, restarts_used=0):
+    return _request(spec, restarts_used).runtime_env["env_vars"]
 
 
 def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
@@ -117,22 +122,6 @@ def _access(tmp_path, *roots, local_user=False):
     )
 
 
-def _launched(spec, access):
-    return launch_request(
-        job_id="job-1",
-        attempt_id="attempt-1",
-        restarts_used=0,
-        spec=spec,
-        accelerator="cpu",
-        control_plane_url=None,
-        attempt_token="t" * 64,
-        checkpoint_dir="/ckpt/c",
-        model_dir="/ckpt/m",
-        access=access,
-        project="alpha",
-    )
-
-
 def _with_working_dir(path):
     return _spec(entrypoint={"command": ["true"], "working_dir": str(path)})
 
@@ -142,14 +131,14 @@ def test_a_folder_the_rule_now_refuses_is_never_shipped(tmp_path):
     code.mkdir(parents=True)
     (tmp_path / "home").mkdir()
     allowed = _access(tmp_path, tmp_path / "shared")
-    assert _launched(_with_working_dir(code), allowed).runtime_env["working_dir"] == str(code)
+    assert _request(_with_working_dir(code), access=allowed).runtime_env["working_dir"] == str(code)
     # The operator's list shrank since the job was accepted.
     with pytest.raises(LaunchError, match=r"^entrypoint\.working_dir: .* upload it instead"):
-        _launched(_with_working_dir(code), _access(tmp_path))
+        _request(_with_working_dir(code), access=_access(tmp_path))
     # A spec accepted before there was a rule at all.
     for path in ("/etc", tmp_path / "home"):
         with pytest.raises(LaunchError, match=r"^entrypoint\.working_dir"):
-            _launched(_with_working_dir(path), allowed)
+            _request(_with_working_dir(path), access=allowed)
 
 
 def test_the_local_users_folders_ship_but_never_trainplanes_own(tmp_path):
@@ -157,15 +146,15 @@ def test_the_local_users_folders_ship_but_never_trainplanes_own(tmp_path):
     code.mkdir()
     (tmp_path / "home").mkdir()
     mine = _access(tmp_path, local_user=True)
-    assert _launched(_with_working_dir(code), mine).runtime_env["working_dir"] == str(code)
+    assert _request(_with_working_dir(code), access=mine).runtime_env["working_dir"] == str(code)
     with pytest.raises(LaunchError, match="TRAINPLANE_HOME"):
-        _launched(_with_working_dir(tmp_path / "home"), mine)
+        _request(_with_working_dir(tmp_path / "home"), access=mine)
 
 
 def test_a_scheduler_told_nothing_ships_no_folder_and_relative_ones_ship_nothing(tmp_path):
     with pytest.raises(LaunchError, match="ships no folder of its own"):
-        _launched(_with_working_dir(tmp_path), None)
-    env = _launched(_spec(entrypoint={"command": ["true"], "working_dir": "code"}), None)
+        _request(_with_working_dir(tmp_path))
+    env = _request(_spec(entrypoint={"command": ["true"], "working_dir": "code"}))
     assert "working_dir" not in env.runtime_env
 
 
