@@ -1,7 +1,8 @@
 """``trainplane up`` as a user starts it, a process of its own with its own
 local Ray head: its token stays in the token file (0600, in a 0700 home)
 and never reaches its log, which says where the token is and where to
-paste it instead; the API asks for it."""
+paste it instead; the API asks for it. On loopback it takes the local
+user's own folders in specs, never its home."""
 
 from __future__ import annotations
 
@@ -39,6 +40,21 @@ def test_up_keeps_its_token_out_of_the_log(tmp_path):
         assert httpx.get(f"{up.url}/v1/jobs", timeout=10).status_code == 401
         signed = {"Authorization": f"Bearer {token}"}
         assert httpx.get(f"{up.url}/v1/jobs", headers=signed, timeout=10).status_code == 200
+        # On loopback, the local user's own folders are theirs to name.
+        me = httpx.get(f"{up.url}/v1/whoami", headers=signed, timeout=10).json()
+        assert me["server"]["local_paths"] is True
+        code = tmp_path / "code"
+        code.mkdir()
+        spec = {
+            "kind": "train",
+            "name": "local-folder",
+            "entrypoint": {"command": ["true"], "working_dir": str(code)},
+        }
+        plan = httpx.post(f"{up.url}/v1/jobs/plan", json=spec, headers=signed, timeout=30)
+        assert plan.status_code == 200, plan.text
+        inside_home = {**spec, "entrypoint": {"command": ["true"], "working_dir": str(home)}}
+        refused = httpx.post(f"{up.url}/v1/jobs/plan", json=inside_home, headers=signed, timeout=30)
+        assert refused.status_code == 422 and "entrypoint.working_dir" in refused.text
     said = log.read_text()
     assert token.startswith("tp_") and token not in said
     assert "login?token" not in said

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db.engine import engine_from_settings, session_factory
+from trainplane.serve.exposure import is_loopback
 from trainplane.serve.processes import (
     prepare_database,
     require_safe_exposure,
@@ -89,8 +90,17 @@ def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_l
             )
         require_safe_exposure(settings, host, insecure_no_auth=False)
         signal.signal(signal.SIGTERM, _interrupt)
-        with running_scheduler(settings):
-            serve_api(settings, host=host, port=port, workers=1, log_level=log_level)
+        # Only on loopback is whoever submits the local user, naming their own files.
+        local_user = is_loopback(host)
+        with running_scheduler(settings, local_user=local_user):
+            serve_api(
+                settings,
+                host=host,
+                port=port,
+                workers=1,
+                log_level=log_level,
+                local_user=local_user,
+            )
     except KeyboardInterrupt:
         pass  # stopped by Ctrl-C or SIGTERM: stop the head below, and end quietly
     finally:

@@ -48,10 +48,10 @@ def require_safe_exposure(settings: Settings, host: str, *, insecure_no_auth: bo
 
 
 @contextmanager
-def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
+def running_scheduler(settings: Settings, *, local_user: bool = False) -> Iterator[Scheduler]:
     """A scheduler loop and the MLflow tracking loop in background threads,
     stopped on exit. On SQLite only one scheduler may run per database; a file
-    lock enforces it."""
+    lock enforces it. ``local_user``: see :func:`serve_api`."""
     lock = None
     if settings.is_sqlite:
         database = Path(settings.resolved_database_url.removeprefix("sqlite:///"))
@@ -63,7 +63,7 @@ def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
             )
     engine = engine_from_settings(settings)
     sessions = session_factory(engine)
-    scheduler = Scheduler(settings, sessions)
+    scheduler = Scheduler(settings, sessions, local_user=local_user)
     tracking = TrackingLoop(settings, sessions) if settings.tracking_enabled else None
     scheduler.start()
     if tracking is not None:
@@ -80,11 +80,23 @@ def running_scheduler(settings: Settings) -> Iterator[Scheduler]:
             lock.release()
 
 
-def serve_api(settings: Settings, *, host: str, port: int, workers: int, log_level: str) -> None:
+def serve_api(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    log_level: str,
+    local_user: bool = False,
+) -> None:
+    """``local_user``: ``trainplane up`` on loopback, whose one local user's
+    specs may name their own files (services.file_access)."""
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     log.info("dashboard and API at http://%s:%d/", shown, port)
     uvicorn.run(
-        "trainplane.api.app:create_app",
+        "trainplane.api.app:create_local_user_app"
+        if local_user
+        else "trainplane.api.app:create_app",
         factory=True,
         host=host,
         port=port,
