@@ -62,15 +62,19 @@ def upgrade() -> None:
 
 def _backfill_owned_names() -> None:
     """The first project to name each model and experiment owns it. A job
-    without tracking.experiment writes to the experiment named like its project."""
+    without tracking.experiment writes to the experiment named like its
+    project, and that name is the project's own, whoever used it first."""
     connection = op.get_bind()
+    owners: dict[tuple[str, str], str] = {
+        ("experiment", name): project_id
+        for project_id, name in connection.execute(sa.text("SELECT id, name FROM projects"))
+    }
     rows = connection.execute(
         sa.text(
             "SELECT jobs.project_id, jobs.spec, projects.name FROM jobs "
             "JOIN projects ON projects.id = jobs.project_id ORDER BY jobs.created_at, jobs.id"
         )
     )
-    owners: dict[tuple[str, str], str] = {}
     for project_id, spec, project_name in rows:
         document = json.loads(spec) if isinstance(spec, str) else (spec or {})
         experiment = (document.get("tracking") or {}).get("experiment") or project_name

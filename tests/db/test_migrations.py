@@ -132,8 +132,8 @@ def test_upgrades_run_one_at_a_time_under_a_lock(postgres_server, tmp_path):
 
 def test_owned_names_are_backfilled_from_earlier_jobs(fresh_url):
     """Names used before ownership was kept belong to the first project that
-    used them: a model, an explicit experiment, and a project's default
-    experiment (its own name)."""
+    used them (a model, an explicit experiment), except that an experiment
+    named like a project is that project's default one, and so its own."""
     config = migrate.alembic_config(fresh_url)
     command.upgrade(config, "b7c1e2d3f4a5")
     engine = make_engine(fresh_url, single_use=True)
@@ -142,10 +142,16 @@ def test_owned_names_are_backfilled_from_earlier_jobs(fresh_url):
         ("job1", "p-beta", "2026-01-01", {"register_model": {"name": "shared"}}),
         ("job2", "p-alpha", "2026-01-02", {"register_model": {"name": "shared"}}),
         ("job3", "p-alpha", "2026-01-03", {"tracking": {"experiment": "exp-a"}}),
+        # Earlier than any job of gamma: gamma's default experiment stays gamma's.
+        ("job0", "p-alpha", "2025-12-31", {"tracking": {"experiment": "gamma"}}),
     ]
     try:
         with engine.begin() as connection:
-            for project_id, name in (("p-alpha", "alpha"), ("p-beta", "beta")):
+            for project_id, name in (
+                ("p-alpha", "alpha"),
+                ("p-beta", "beta"),
+                ("p-gamma", "gamma"),
+            ):
                 connection.execute(
                     text(
                         "INSERT INTO projects (id, name, description, created_at, weight) "
@@ -183,4 +189,7 @@ def test_owned_names_are_backfilled_from_earlier_jobs(fresh_url):
         ("experiment", "beta"): "p-beta",
         ("experiment", "alpha"): "p-alpha",
         ("experiment", "exp-a"): "p-alpha",
+        ("experiment", "gamma"): "p-gamma",
+        # The project every installation starts with, created by the first migration.
+        ("experiment", "default"): "0" * 26,
     }
