@@ -251,14 +251,19 @@ def test_clusters(admin):
     assert name not in {c.name for c in admin.clusters().items}
 
 
-def test_projects(admin):
+def test_projects(admin, tmp_path):
     name = unique("proj")
     created = admin.create_project(name, description="for the SDK")
     limited = admin.update_project(name, max_gpus=8, weight=2.0)
     unlimited = admin.update_project(name, max_gpus=None)
+    moved = admin.update_project(name, storage=str(tmp_path / "roots" / name))
+    back = admin.update_project(name, storage=None)
 
     assert (created.name, created.description, created.max_gpus) == (name, "for the SDK", None)
     assert (limited.max_gpus, limited.weight) == (8, 2.0) and unlimited.max_gpus is None
+    assert created.storage is None and created.storage_root.endswith(f"/{name}")
+    assert (moved.storage, moved.storage_root) == ((str(tmp_path / "roots" / name),) * 2)
+    assert back.storage is None and back.storage_root == created.storage_root
     assert name in {p.name for p in admin.projects()}
     with pytest.raises(trainplane.Conflict):
         admin.create_project(name)

@@ -100,6 +100,9 @@ class ProjectChanges(TypedDict, total=False):
     max_gpus: int | None
     gpu_hours_per_month: float | None
     weight: float
+    # The project's storage root (absolute path or s3://bucket/prefix); None:
+    # the default. Installation admins only.
+    storage: str | None
 
 
 class TokenGrant(TypedDict, total=False):

@@ -221,7 +221,7 @@ class Client:
         return self._run(calls.create_project(name, description))
 
     def update_project(self, name: str, **changes: Unpack[calls.ProjectChanges]) -> im.Project:
-        """Change the description, quotas or fair-share weight."""
+        """Change the description, quotas, fair-share weight or storage root."""
         return self._run(calls.update_project(name, changes))
 
     def set_secret(self, project: str, key: str, value: str) -> im.Secret:

@@ -43,6 +43,8 @@ class Project(Model):
     max_gpus: int | None = None
     gpu_hours_per_month: float | None = None
     weight: float = 1.0
+    storage: str | None = None  # the root an admin set; None: the default
+    storage_root: str | None = None  # where the project's job folders go
 
 
 class ProjectList(Model):
