@@ -11,10 +11,10 @@ from trainplane.cli import jobs, plan, servers, submit
 from trainplane.cli.client import DEFAULT_URL
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
-from trainplane.cli.credentials import token_for
 from trainplane.cli.models import models_app
 from trainplane.cli.secrets import secrets_app
 from trainplane.cli.tokens import tokens_app
+from trainplane.credentials import token_for
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Multi-GPU training jobs on Ray."

@@ -14,7 +14,7 @@ import httpx
 from pydantic import BaseModel
 
 from trainplane import __version__
-from trainplane.cli.credentials import token_for
+from trainplane.credentials import token_for
 from trainplane.sdk.errors import error_for
 
 T = TypeVar("T")

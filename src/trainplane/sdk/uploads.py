@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from trainplane.cli.credentials import LOOPBACK, local_token_path
 from trainplane.code_bundles import BundleError, digest_of, folder_bundle, spec_with_bundle
+from trainplane.credentials import LOOPBACK, local_token_path
 from trainplane.input_archives import (
     ArchiveError,
     archive_chunks,
