@@ -99,3 +99,15 @@ def test_a_root_that_would_reach_the_servers_or_another_projects_files_is_refuse
 def test_a_root_beside_the_default_ones_is_fine(api, settings):
     inside = f"{settings.resolved_checkpoint_storage}/teams/default"
     assert api.patch("/v1/projects/default", json={"storage": inside}).status_code == 200
+
+
+def test_a_new_project_whose_default_root_another_project_holds_is_refused(api, settings):
+    """A root set at <default storage>/zeta belongs to its project: creating a
+    project zeta later would make that project's files zeta's."""
+    taken = f"{settings.resolved_checkpoint_storage}/zeta"
+    assert api.patch("/v1/projects/default", json={"storage": taken}).status_code == 200
+    answer = api.post("/v1/projects", json={"name": "zeta"})
+    assert answer.status_code == 409, answer.text
+    assert "overlaps project default" in answer.json()["detail"]
+    assert "zeta" not in projects(api)
+    assert api.post("/v1/projects", json={"name": "eta"}).status_code == 201

@@ -18,13 +18,24 @@ from trainplane.services.names import check_default_experiment_free
 
 
 def create_project(
-    session: Session, caller: Caller, *, name: str, description: str = ""
+    session: Session, caller: Caller, *, name: str, access: FileAccess, description: str = ""
 ) -> Project:
     caller.require_everywhere(Role.ADMIN, "creating a project")
     project = Project(id=new_id(), name=name, description=description, created_at=utcnow())
     try:
         with session.begin():
             check_default_experiment_free(session, name)
+            # Another project's root set inside <default storage>/<name>
+            # would make that project's files this one's.
+            refusal = storage_root_refusal(
+                access.project_root(ProjectRef(project.id, name, None)),
+                _other_roots(session, project.id, access),
+                access,
+            )
+            if refusal:
+                raise ConflictError(
+                    f"project '{name}' cannot be created: its default storage root {refusal}"
+                )
             session.add(project)
             session.flush()
             audit.record(
@@ -77,16 +88,20 @@ def _check_storage_root(
 ) -> None:
     """422 on ``storage`` when the project's new root (its default one, for
     None) would hold trainplane's own files or another project's."""
-    others = {
-        row.name: access.project_root(ProjectRef(row.id, row.name, row.storage))
-        for row in session.execute(
-            select(Project.id, Project.name, Project.storage).where(Project.id != project.id)
-        )
-    }
     root = access.project_root(ProjectRef(project.id, project.name, storage))
-    refusal = storage_root_refusal(root, others, access)
+    refusal = storage_root_refusal(root, _other_roots(session, project.id, access), access)
     if refusal:
         raise InvalidInputError("storage", refusal)
+
+
+def _other_roots(session: Session, project_id: str, access: FileAccess) -> dict[str, str]:
+    """Every other project's name -> its storage root."""
+    return {
+        row.name: access.project_root(ProjectRef(row.id, row.name, row.storage))
+        for row in session.execute(
+            select(Project.id, Project.name, Project.storage).where(Project.id != project_id)
+        )
+    }
 
 
 def project_for(session: Session, caller: Caller, name: str, role: Role, doing: str) -> ProjectRef:

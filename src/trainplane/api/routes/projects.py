@@ -24,7 +24,7 @@ def create_project(
     body: ProjectCreate, session: SessionDep, caller: CallerDep, access: FileAccessDep
 ) -> ProjectOut:
     project = project_service.create_project(
-        session, caller, name=body.name, description=body.description
+        session, caller, name=body.name, access=access, description=body.description
     )
     return _out(project, access)
 
