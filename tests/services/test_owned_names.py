@@ -43,11 +43,13 @@ def _function_job(project, name, **extra):
 
 
 def _owners(session):
+    """Who owns what, leaving out the default project: a migrated database
+    already holds its default experiment (the SQLite template is one)."""
     with session.begin():
         rows = session.execute(
-            select(OwnedName.kind, OwnedName.name, Project.name).join(
-                Project, Project.id == OwnedName.project_id
-            )
+            select(OwnedName.kind, OwnedName.name, Project.name)
+            .join(Project, Project.id == OwnedName.project_id)
+            .where(Project.name != "default")
         )
         return {(kind, name): project for kind, name, project in rows}
 
