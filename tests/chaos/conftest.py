@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.factories import small_spec
+from tests.runtime.test_training import MLP
 
 # The scheduler tests' fast loops, as a fixture here too.
 from tests.scheduler.conftest import FAST, fast_settings  # noqa: F401
@@ -19,10 +20,12 @@ TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 def server_env(db_url: str, home: Path, **extra: str) -> dict[str, str]:
     """The environment of a ``trainplane server`` on ``db_url`` with the
-    scheduler's fast test loops."""
+    scheduler's fast test loops. The example MLP's folder is a server path,
+    as an operator lists a shared code folder: jobs may name it."""
     return {
         "TRAINPLANE_DATABASE_URL": db_url,
         "TRAINPLANE_HOME": str(home),
+        "TRAINPLANE_SERVER_PATHS": str(MLP),
         **{f"TRAINPLANE_{key.upper()}": str(value) for key, value in FAST.items()},
         **extra,
     }

@@ -51,24 +51,28 @@ def fill(disk: Path) -> int:
 
 
 @pytest.fixture
-def service(db_url: str, ray_head, s3_endpoint: str, tmp_path: Path) -> Iterator[Service]:
+def service(
+    db_url: str, ray_head, s3_endpoint: str, tmp_path: Path, small_disk: Path
+) -> Iterator[Service]:
     register_local(db_url, ray_head.address)
     home = tmp_path / "home"
-    with ServerProcess(server_env(db_url, home), log_path=tmp_path / "server.log") as server:
+    # The small disk is the server's checkpoint storage: each project's
+    # root, and so each job's folder, lies on it.
+    env = server_env(db_url, home, TRAINPLANE_CHECKPOINT_STORAGE=str(small_disk))
+    with ServerProcess(env, log_path=tmp_path / "server.log") as server:
         yield Service(server.url, home, s3_endpoint)
 
 
 def test_a_full_checkpoint_disk_keeps_the_last_checkpoint_and_fails_the_job_with_the_reason(
     service: Service, small_disk: Path
 ) -> None:
-    storage = str(small_disk / "ckpt")
     # One worker: the same checkpointing as a gang's, without a Ray Train
     # group to start for each attempt.
     job_id = service.submit(
         "ddp",
         sleep=0.2,
         resources={"gpus": 1},
-        checkpoint={"every_steps": 10, "keep_last": 3, "storage": storage},
+        checkpoint={"every_steps": 10, "keep_last": 3},
         retries={"max_restarts": 1, "backoff_seconds": 0},
     )
 

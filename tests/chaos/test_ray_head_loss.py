@@ -56,15 +56,20 @@ def test_a_killed_head_loses_the_attempt_and_the_job_runs_again_when_it_is_back(
     api, fast_settings, db_url, doomed_head, tmp_path
 ):
     register_local(db_url, doomed_head.address, name="doomed", slots=1)
+    marker = tmp_path / "ran-once"
     spec = small_spec(
         "survivor",
         gpus=1,
         retries={"max_restarts": 1, "backoff_seconds": 0},
-        entrypoint=once_then_quick(tmp_path / "ran-once"),
+        entrypoint=once_then_quick(marker),
     )
     with running_scheduler(fast_settings):
         job_id = api.post("/v1/jobs", json=spec).json()["id"]
         wait_for(lambda: api.get(f"/v1/jobs/{job_id}").json()["status"] == "RUNNING", 60, "RUNNING")
+        # RUNNING is Ray's word for the attempt's driver; the command itself
+        # starts a moment later. Killed before it ran, the second run would
+        # take the first one's place and hang.
+        wait_for(marker.exists, 60, "the first run to start")
         kill_head(doomed_head)
         job = wait_for(
             lambda: (
