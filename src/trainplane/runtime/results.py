@@ -6,18 +6,26 @@ job cannot be SUCCEEDED) before its result is recorded. For a call shipped
 by ``@trainplane.distributed`` the return value is the point of the job, so
 failing to deliver it fails the rank; for other function jobs it is a
 courtesy, and a failure to deliver is only printed.
+
+The value is read where the job was submitted from, often a machine without
+a GPU: every tensor in it is pickled as a detached CPU copy (see
+:func:`host_pickle`), so a CUDA tensor anywhere in it (a dict of metrics, a
+dataclass, a module's weights) unpickles there.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import os
 import reprlib
 import time
 import traceback
 from typing import Any
 
+import cloudpickle
 import httpx
+import torch
 
 from trainplane.jobs.results import MAX_REPR_CHARS, MAX_RESULT_BYTES, MAX_TRACEBACK_CHARS
 from trainplane.runtime import env as tp_env
@@ -46,9 +54,7 @@ class ResultSender:
 
     def returned(self, rank: int, value: Any) -> None:
         try:
-            import cloudpickle
-
-            data = cloudpickle.dumps(value)
+            data = host_pickle(value)
         except Exception as exc:
             self._undelivered(f"the return value ({type(value).__name__}) cannot be pickled: {exc}")
             return
@@ -112,6 +118,37 @@ class ResultSender:
         if self.required:
             raise ResultNotDelivered(why)
         print(f"trainplane: {why}", flush=True)
+
+
+class _HostPickler(cloudpickle.Pickler):
+    """cloudpickle, with each tensor saved as a detached CPU copy of itself.
+
+    Done while pickling rather than by rebuilding the value: it reaches
+    tensors inside any object (containers, dataclasses, modules, the user's
+    own classes), leaves the value itself untouched, and a tensor referenced
+    twice is still one tensor when unpickled."""
+
+    def __init__(self, file: io.BytesIO, protocol: int) -> None:
+        super().__init__(file, protocol=protocol)
+        self._protocol = protocol
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, torch.nn.Parameter):
+            # Still a Parameter, so a returned module keeps its parameters.
+            host = torch.nn.Parameter(obj.detach().cpu(), requires_grad=obj.requires_grad)
+            return host.__reduce_ex__(self._protocol)
+        if isinstance(obj, torch.Tensor):
+            return obj.detach().cpu().__reduce_ex__(self._protocol)
+        return super().reducer_override(obj)
+
+
+def host_pickle(value: Any) -> bytes:
+    """The cloudpickle of ``value`` with every tensor in it on the CPU and
+    detached from autograd: a CUDA tensor pickles with its device, and would
+    not unpickle on a machine without one."""
+    buffer = io.BytesIO()
+    _HostPickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(value)
+    return buffer.getvalue()
 
 
 def _short_repr(value: Any) -> str:
