@@ -6,9 +6,9 @@ model, printing tokens/s and MFU. Needs no Ray: each run is
     python benchmarks/gpu_check.py                      # on a GPU machine, < 5 min on an H200
     python benchmarks/gpu_check.py --device cpu --small # a smoke run anywhere
 
-MFU = model FLOPs per token x tokens/s / the GPU's peak dense bf16 FLOPs, with
-6 x parameters + 12 x layers x d_model x seq_len FLOPs per token (forward and
-backward, attention included).
+MFU as benchmarks/mfu.py counts it: 6 x the parameters of matrix multiplies
+(embedding tables left out) + 12 x layers x d_model x seq_len FLOPs per token,
+against the exact part's peak dense bf16 FLOPs (unknown parts: "unknown").
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import mfu
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "lm"
@@ -46,16 +48,27 @@ STRATEGIES = {
     "zero2": {"type": "deepspeed", "deepspeed": {"stage": 2}},
     "zero3": {"type": "deepspeed", "deepspeed": {"stage": 3}},
 }
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 
 
-def parameters(args: dict) -> int:
-    d, layers, vocab, seq = args["d_model"], args["layers"], args["vocab"], args["seq_len"]
-    return layers * (12 * d * d + 13 * d) + 2 * vocab * d + seq * d + 2 * d
+def lm_on_meta(args: dict):
+    """The LM example's model with these arguments, on the meta device (no memory)."""
+    sys.path.insert(0, str(EXAMPLE))
+    import torch
+    from train import TinyLM
+
+    with torch.device("meta"):
+        return TinyLM(
+            args["vocab"], args["d_model"], args["layers"], args["heads"], args["seq_len"]
+        )
 
 
 def flops_per_token(args: dict) -> float:
-    return 6 * parameters(args) + 12 * args["layers"] * args["d_model"] * args["seq_len"]
+    return mfu.flops_per_token(
+        mfu.matmul_parameters(lm_on_meta(args)),
+        layers=args["layers"],
+        d_model=args["d_model"],
+        seq_len=args["seq_len"],
+    )
 
 
 def tokens_per_second(metrics: Path, args: dict, skip: int) -> float:
@@ -113,15 +126,14 @@ def run_bare(args: dict, precision: str, work: Path) -> Path:
     return metrics
 
 
-def peak_tflops(device: str, given: float | None) -> float | None:
+def peak_tflops(device: str, given: float | None) -> mfu.Peak | None:
     if given:
-        return given
+        return mfu.Peak("given", given)
     if device != "cuda":
         return None
     import torch
 
-    name = torch.cuda.get_device_name()
-    return next((value for key, value in PEAK_BF16_TFLOPS.items() if key in name), None)
+    return mfu.peak_for(torch.cuda.get_device_name())
 
 
 def main() -> None:
@@ -141,10 +153,15 @@ def main() -> None:
             sys.exit("no CUDA device here; use --device cpu --small for a smoke run")
         print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     peak = peak_tflops(options.device, options.peak_tflops)
-    per_token = flops_per_token({**_defaults(), **args})
+    if options.device == "cuda":
+        print(f"peak: {f'{peak.part}, {peak.tflops:g} TFLOPS bf16' if peak else 'unknown part'}")
     full_args = {**_defaults(), **args}
+    per_token = flops_per_token(full_args)
+    model = lm_on_meta(full_args)
     print(
-        f"model: {parameters(full_args) / 1e6:.0f}M parameters, seq {full_args['seq_len']}, "
+        f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters "
+        f"({mfu.matmul_parameters(model).total / 1e6:.1f}M outside embedding tables), "
+        f"seq {full_args['seq_len']}, "
         f"global batch {full_args['global_batch']}, {precision}, {full_args['steps']} steps"
     )
     started = time.monotonic()
@@ -158,8 +175,8 @@ def main() -> None:
             rows.append((f"trainplane {name}", tokens_per_second(metrics, full_args, options.skip)))
     print(f"{'':24}{'tokens/s':>12}{'vs bare':>9}{'MFU':>8}")
     for label, rate in rows:
-        mfu = f"{rate * per_token / (peak * 1e12):.1%}" if peak else "-"
-        print(f"{label:24}{rate:>12.0f}{rate / base:>9.3f}{mfu:>8}")
+        used = mfu.shown(mfu.mfu(rate, per_token, peak)) if options.device == "cuda" else "-"
+        print(f"{label:24}{rate:>12.0f}{rate / base:>9.3f}{used:>8}")
     print(f"total {time.monotonic() - started:.0f}s")
 
 
