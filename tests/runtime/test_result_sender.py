@@ -4,12 +4,17 @@ chosen status (the happy path runs end to end in tests/sdk)."""
 
 from __future__ import annotations
 
+import base64
+import json
+import pickle
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
 from tests.runtime.conftest import control_plane_at
+from tests.runtime.test_result_tensors import on_gpu
 from trainplane.jobs.results import MAX_RESULT_BYTES
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
@@ -20,17 +25,20 @@ pytestmark = pytest.mark.ray_free
 
 
 class ControlPlane:
-    """Answers every PUT with ``status`` and counts them."""
+    """Answers every PUT with ``status``; keeps each body."""
 
     def __init__(self) -> None:
         self.status = 200
         self.puts = 0
+        self.bodies: list[dict[str, Any]] = []
         plane = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_PUT(self) -> None:
                 plane.puts += 1
-                self.rfile.read(int(self.headers["Content-Length"]))
+                plane.bodies.append(
+                    json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                )
                 self.send_response(plane.status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -98,3 +106,12 @@ def test_an_exception_is_reported_even_when_it_cannot_be_delivered(
     ResultSender(required=True).raised(1, ValueError("odd"))  # never raises over the error
     assert plane.puts == results.TRIES
     assert "answered 500" in capsys.readouterr().out
+
+
+def test_a_result_holding_a_gpu_tensor_is_recorded_in_a_form_a_cpu_machine_reads(
+    plane: ControlPlane,
+) -> None:
+    ResultSender(required=True).returned(0, {"loss": on_gpu([0.125])})
+    (body,) = plane.bodies
+    value = pickle.loads(base64.b64decode(body["value"]))
+    assert value["loss"].device.type == "cpu" and value["loss"].tolist() == [0.125]

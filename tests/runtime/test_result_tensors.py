@@ -9,20 +9,15 @@ something that cannot be unpickled on a machine without CUDA. Its copies
 
 from __future__ import annotations
 
-import base64
-import json
 import pickle
 from collections import namedtuple
-from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NoReturn
 
 import pytest
 import torch
 
-from tests.runtime.conftest import control_plane_at
-from trainplane.runtime.results import ResultSender, host_pickle
+from trainplane.runtime.results import host_pickle
 
 pytestmark = pytest.mark.ray_free
 
@@ -101,40 +96,3 @@ def test_a_returned_module_keeps_its_parameters() -> None:
     assert [type(p) for p in back.parameters()] == [torch.nn.Parameter] * 2
     assert [p.requires_grad for p in back.parameters()] == [False, True]
     assert torch.equal(back.weight, model.weight) and torch.equal(back.bias, model.bias)
-
-
-class RecordingPlane:
-    """Keeps the body of each PUT, answering 200."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        plane = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                plane.bodies.append(json.loads(body))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-
-@pytest.fixture
-def recording(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingPlane]:
-    plane = RecordingPlane()
-    with control_plane_at(plane.server, monkeypatch):
-        yield plane
-
-
-def test_a_result_with_a_gpu_tensor_is_recorded_in_a_form_a_cpu_machine_reads(
-    recording: RecordingPlane,
-) -> None:
-    ResultSender(required=True).returned(0, {"loss": on_gpu([0.125])})
-    (body,) = recording.bodies
-    value = pickle.loads(base64.b64decode(body["value"]))
-    assert value["loss"].device.type == "cpu" and value["loss"].tolist() == [0.125]
