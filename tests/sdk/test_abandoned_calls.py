@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -37,20 +38,39 @@ def only_job(client: Client, project: str):
     return job
 
 
+def signal_once_submitted(url: str, project: str, signum: signal.Signals) -> threading.Thread:
+    """Sends ``signum`` to this process once the call's job is on the server:
+    ending the wait, not the upload and submission before it (which take
+    their time on a busy machine). Polls through a client of its own."""
+
+    def watch() -> None:
+        with Client(url, BOOTSTRAP_TOKEN) as client:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not list(client.jobs(project=project)):
+                time.sleep(0.1)
+        time.sleep(0.3)  # into the wait
+        signal.raise_signal(signum)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_an_interrupted_call_cancels_its_job(
-    user: Client, project: str, capsys: pytest.CaptureFixture[str]
+    user: Client, live_server, project: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     call = trainplane.distributed(gpus=1, project=project, client=user, progress=False)(sleeper)
-    threading.Timer(1.5, signal.raise_signal, (signal.SIGINT,)).start()
+    interrupter = signal_once_submitted(live_server.url, project, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):
         call(5)
+    interrupter.join()
     job = only_job(user, project)
     assert job.status == "CANCELLED"
     assert f"interrupted; cancelled job {job.id}" in capsys.readouterr().out
 
 
 def test_a_wait_ended_by_another_exception_cancels_the_job_too(
-    user: Client, admin: Client, capsys: pytest.CaptureFixture[str]
+    user: Client, admin: Client, live_server, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = admin.create_project("sdk-abandoned").name
     call = trainplane.distributed(gpus=1, project=project, client=user, progress=False)(sleeper)
@@ -59,12 +79,12 @@ def test_a_wait_ended_by_another_exception_cancels_the_job_too(
         raise Deadline("the caller's own deadline")
 
     previous = signal.signal(signal.SIGALRM, give_up)
-    signal.setitimer(signal.ITIMER_REAL, 1.5)
     try:
+        alarm = signal_once_submitted(live_server.url, project, signal.SIGALRM)
         with pytest.raises(Deadline):
             call(5)
+        alarm.join()
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     job = only_job(user, project)
     assert job.status == "CANCELLED"
