@@ -28,7 +28,8 @@ OUTPUT = ROOT / "docker" / "constraints.txt"
 # What the Dockerfiles install besides trainplane's own requirements.
 EXTRA_ROOTS = ("ray[default,train]", "deepspeed", "setuptools", "wheel", "ninja", "py-cpuinfo")
 # Owned by the PyTorch base image (torch, its compiler and CUDA wheels).
-BASE_IMAGE_OWNED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
+# nvidia-ml-py is not one of them: it is trainplane's (NVML, pure Python).
+BASE_IMAGE_OWNED = re.compile(r"^(torch|triton|nvidia-(?!ml-py$).*|cuda-.*)$")
 
 
 def roots() -> list[Requirement]:

@@ -8,6 +8,13 @@
 #
 # Keep the two base tags below on the same PyTorch and CUDA release: the ops
 # are compiled against the devel image's torch and run against the runtime's.
+#
+# GPU nodes need an NVIDIA driver of branch 580 or newer: the image is CUDA
+# 13.0, and an older driver cannot run it (torch then sees no GPU at all).
+# NVIDIA_REQUIRE_CUDA below makes the NVIDIA container runtime refuse such a
+# node with a message saying so, instead of starting a worker without GPUs.
+# docs/production.md (GPU nodes) lists the rest: NCCL's network devices,
+# /dev/shm, and benchmarks/gpu_suite.py to check a new node pool.
 
 FROM pytorch/pytorch:2.13.0-cuda13.0-cudnn9-devel AS build
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
@@ -25,7 +32,8 @@ COPY src ./src
 COPY migrations ./migrations
 # base-image.txt pins what the base image brings (torch, torchvision,
 # torchaudio and their CUDA wheels) at the versions it has, so no install
-# below can replace them.
+# below can replace them. nvidia-ml-py is trainplane's own (NVML for the GPU
+# figures), pinned by constraints.txt, whatever the base image has.
 #
 # DeepSpeed's ops, prebuilt: the fused and CPU optimizers (CPU Adam is what
 # optimizer offload runs), the flatten utilities ZeRO uses, and the quantizer
@@ -35,7 +43,7 @@ COPY migrations ./migrations
 # not available in this image). DeepSpeed compiles its CPU ops with
 # -march=native: build on a machine whose CPUs are no newer than the GPU
 # nodes', or CPU Adam may stop with an illegal instruction.
-RUN pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' > /tmp/base-image.txt \
+RUN pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' | { grep -v '^nvidia-ml-py==' || true; } > /tmp/base-image.txt \
     && grep -E '^(ninja|packaging|psutil|py-cpuinfo|setuptools|wheel)==' /tmp/constraints.txt > /tmp/build-tools.txt \
     && pip install --no-cache-dir --constraint /tmp/base-image.txt --requirement /tmp/build-tools.txt \
     && PIP_CONSTRAINT=/tmp/constraints.txt pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
@@ -58,13 +66,13 @@ COPY docker/constraints.txt /tmp/constraints.txt
 # trainplane is installed by file, never by name, so that a package of the same
 # name on PyPI cannot win.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' > /tmp/base-image.txt \
+    pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' | { grep -v '^nvidia-ml-py==' || true; } > /tmp/base-image.txt \
     && set -- /wheels/trainplane-*.whl \
     && pip install --no-cache-dir --constraint /tmp/constraints.txt --constraint /tmp/base-image.txt \
        "trainplane[runtime] @ file://$1" \
        "ray[default,train]==${RAY_VERSION}" /wheels/deepspeed-*.whl \
     && pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' \
-       | diff /tmp/base-image.txt - \
+       | { grep -v '^nvidia-ml-py==' || true; } | diff /tmp/base-image.txt - \
     && python -c "import ray, trainplane.runtime.driver"
 # Ray's images run as uid 1000 (group 100, users), and KubeRay's examples and
 # fsGroup settings assume it. Some Ubuntu bases already have a uid 1000 user.
@@ -75,7 +83,8 @@ RUN if getent passwd 1000 >/dev/null; then userdel --remove "$(getent passwd 100
 # maintainers.
 ENV HOME=/home/ray \
     PYTHONUNBUFFERED=1 \
-    RAY_USAGE_STATS_ENABLED=0
+    RAY_USAGE_STATS_ENABLED=0 \
+    NVIDIA_REQUIRE_CUDA="cuda>=13.0"
 USER 1000:100
 WORKDIR /home/ray
 # GCS, dashboard (the Jobs API trainplane uses), Ray client.

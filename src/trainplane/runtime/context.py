@@ -20,7 +20,6 @@ collective: call it on every rank, at the same steps.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +37,7 @@ from trainplane.runtime.checkpointing import (
 )
 from trainplane.runtime.data import ResumableLoader
 from trainplane.runtime.export import ModelExport, ModelSaver
+from trainplane.runtime.gpu_figures import GpuFigures
 from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
@@ -123,6 +123,7 @@ class TrainContext:
         self._policy_step = 0
         self._last_report: tuple[float, int] | None = None
         self._last_log = 0.0
+        self._gpu_figures = GpuFigures(device, world_size=world_size, rank=rank)
         self.started_at = time.monotonic()
 
     # --- where am I -----------------------------------------------------------------
@@ -268,6 +269,8 @@ class TrainContext:
         values = numeric(values)
         self._last_metrics = dict(values)
         self._add_throughput(values, step)
+        for name, value in self._gpu_figures.gather().items():  # collective on GPUs
+            values.setdefault(name, value)
         if self._reporter is not None:
             self._reporter.record(step, values, self.total_steps)
         self._maybe_log(step, values)
@@ -421,10 +424,6 @@ class TrainContext:
             values.setdefault("samples_per_s", samples / seconds)
             if loader.tokens_per_sample:
                 values.setdefault("tokens_per_s", samples * loader.tokens_per_sample / seconds)
-        if self.device.type == "cuda":
-            values.setdefault("gpu_memory_gb", torch.cuda.max_memory_allocated() / 2**30)
-            with contextlib.suppress(Exception):  # needs NVML; not every image has it
-                values.setdefault("gpu_utilization", float(torch.cuda.utilization()))
 
     def _maybe_log(self, step: int, values: dict[str, float]) -> None:
         if self.rank != 0:
