@@ -251,9 +251,10 @@ def api(settings: Settings) -> Iterator[TestClient]:
 
 @contextlib.contextmanager
 def local_ray_head(
-    tmp_path_factory: pytest.TempPathFactory, *, slots: int
+    tmp_path_factory: pytest.TempPathFactory, *, slots: int, gpus: int = 0
 ) -> Iterator[LocalRayHead]:
-    """A Ray head of ``slots`` CPU worker slots, stopped (by PID) on exit."""
+    """A Ray head of ``slots`` CPU worker slots, stopped (by PID) on exit.
+    ``gpus``: GPUs it declares (it hands out CUDA_VISIBLE_DEVICES without any)."""
     home = tmp_path_factory.mktemp("ray-home")
     with pytest.MonkeyPatch.context() as patch:
         # Ray writes under $HOME; keep it out of the real one.
@@ -263,7 +264,7 @@ def local_ray_head(
         # Ray's unix sockets live under its state folder: keep the path short.
         state = Path(tempfile.mkdtemp(prefix="tp-ray-", dir="/tmp"))
         try:
-            with LocalRayHead(state, slots=slots) as head:
+            with LocalRayHead(state, slots=slots, gpus=gpus) as head:
                 yield head
         finally:
             shutil.rmtree(state, ignore_errors=True)

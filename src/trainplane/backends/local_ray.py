@@ -28,9 +28,12 @@ class LocalRayError(RuntimeError):
 
 
 class LocalRayHead:
-    def __init__(self, state_dir: Path, *, slots: int, log_path: Path | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, *, slots: int, gpus: int = 0, log_path: Path | None = None
+    ) -> None:
         self.state_dir = state_dir
         self.slots = slots
+        self.gpus = gpus
         self.gcs_port = free_port()
         self.dashboard_port = free_port()
         self.log_path = log_path or state_dir / "ray-head.log"
@@ -59,7 +62,7 @@ class LocalRayHead:
             f"--dashboard-port={self.dashboard_port}",
             "--dashboard-host=127.0.0.1",
             f"--ray-client-server-port={free_port()}",
-            *node_options(self.slots, self.temp_dir),
+            *node_options(self.slots, self.temp_dir, gpus=self.gpus),
         ]
         self.process = spawn_ray(command, self.temp_dir, self.log_path)
         self.pid_file.write_text(str(self.process.pid))
@@ -146,8 +149,12 @@ def ray_environment(temp_dir: Path) -> dict[str, str]:
     }
 
 
-def node_options(slots: int, temp_dir: Path) -> list[str]:
-    """``ray start`` options every node on this machine takes, head or not."""
+def node_options(slots: int, temp_dir: Path, *, gpus: int = 0) -> list[str]:
+    """``ray start`` options every node on this machine takes, head or not.
+    ``gpus``: the GPUs this node offers; stated, never left to Ray's own
+    detection, so that the node holds what trainplane registered (a head
+    declaring GPUs the machine lacks hands out CUDA_VISIBLE_DEVICES all the
+    same, which tests use)."""
     return [
         "--node-ip-address=127.0.0.1",
         # Ray's fixed default ports would clash with any other Ray on this
@@ -157,7 +164,7 @@ def node_options(slots: int, temp_dir: Path) -> list[str]:
         f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
         f"--num-cpus={slots}",
-        "--num-gpus=0",
+        f"--num-gpus={gpus}",
         f"--temp-dir={temp_dir}",
         "--disable-usage-stats",
     ]
