@@ -14,6 +14,7 @@ from trainplane.db.base import utcnow
 from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
 from trainplane.scheduler.steps import AdvanceContext, advance, is_stuck
 from trainplane.services.attempts import AttemptWork, Rejected
@@ -26,7 +27,7 @@ def _spec(**overrides):
     return parse_spec(small_spec(**overrides)).model_dump(mode="json")
 
 
-def _request(spec, restarts_used=0, *, access=None):
+def _request(spec, restarts_used=0, *, access=None, start_timeout=FIXED_START_TIMEOUT):
     return launch_request(
         job_id="job-1",
         attempt_id="attempt-1",
@@ -39,11 +40,12 @@ def _request(spec, restarts_used=0, *, access=None):
         model_dir="/ckpt/default/job-1/model",
         access=access,
         project="alpha",
+        start_timeout=start_timeout,
     )
 
 
-def _env(spec, restarts_used=0):
-    return _request(spec, restarts_used).runtime_env["env_vars"]
+def _env(spec, restarts_used=0, *, start_timeout=FIXED_START_TIMEOUT):
+    return _request(spec, restarts_used, start_timeout=start_timeout).runtime_env["env_vars"]
 
 
 def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
@@ -53,6 +55,20 @@ def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
     assert env[tp_env.MODEL_DIR] == "/ckpt/default/job-1/model"
     assert env[tp_env.CONTROL_PLANE_URL] == "http://tp:8080"
     assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
+
+
+def test_the_launch_hands_the_clusters_wait_to_ray_train_and_the_gang():
+    assert _env(_spec(), start_timeout=900.0)[START_TIMEOUT_ENV] == "900"
+
+
+def test_the_jobs_own_env_still_sets_the_wait():
+    spec = _spec(entrypoint={"command": ["true"], "env": {START_TIMEOUT_ENV: "5"}})
+    assert _env(spec, start_timeout=900.0)[START_TIMEOUT_ENV] == "5"
+
+
+def test_every_ranks_line_is_kept_in_the_job_log():
+    # Ray folds lines that differ only in numbers (the rank tag) into one.
+    assert _env(_spec())["RAY_DEDUP_LOGS"] == "0"
 
 
 @pytest.mark.parametrize(("used", "left"), [(0, "2"), (1, "1"), (2, "0"), (4, "0")])

@@ -16,6 +16,7 @@ from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobEvent
 from trainplane.jobs.spec import Priority
 from trainplane.jobs.states import TERMINAL_STATUSES, AttemptStatus, JobStatus
+from trainplane.runtime.start_timeout import AUTOSCALING_START_TIMEOUT, FIXED_START_TIMEOUT
 from trainplane.services.checkpoints import JobCheckpoints
 from trainplane.services.clusters import ClusterView
 from trainplane.services.jobs import AttemptRow, JobDetail
@@ -335,6 +336,16 @@ ClusterName = Annotated[
 ]
 
 
+AUTOSCALING_HELP = (
+    "Whether the cluster adds nodes on demand (a KubeRay autoscaler): its attempts then wait "
+    f"{AUTOSCALING_START_TIMEOUT:.0f} s by default for their workers to be placed."
+)
+START_TIMEOUT_HELP = (
+    "Seconds an attempt waits for the cluster to place its workers before it fails; null: "
+    f"{AUTOSCALING_START_TIMEOUT:.0f} if autoscaling, else {FIXED_START_TIMEOUT:.0f}."
+)
+
+
 class ClusterCreate(BaseModel):
     model_config = {"extra": "forbid"}
 
@@ -357,6 +368,10 @@ class ClusterCreate(BaseModel):
         Annotated[str, StringConstraints(min_length=1, max_length=63)],
         Annotated[str, StringConstraints(max_length=256)],
     ] = Field(default_factory=dict, max_length=64)
+    autoscaling: bool = Field(default=False, description=AUTOSCALING_HELP)
+    start_timeout_seconds: int | None = Field(
+        default=None, ge=1, le=86_400, description=START_TIMEOUT_HELP
+    )
 
     @model_validator(mode="after")
     def _whole_nodes(self) -> ClusterCreate:
@@ -383,6 +398,8 @@ class ClusterOut(BaseModel):
     gpu_memory_gb: float | None
     price_per_gpu_hour: float
     labels: dict[str, str]
+    autoscaling: bool = Field(default=False, description=AUTOSCALING_HELP)
+    start_timeout_seconds: int | None = Field(default=None, description=START_TIMEOUT_HELP)
     status: str = Field(description="READY, UNREACHABLE, or UNKNOWN until first checked.")
     status_message: str
     checked_at: datetime | None
@@ -407,6 +424,8 @@ class ClusterOut(BaseModel):
             gpu_memory_gb=c.gpu_memory_gb,
             price_per_gpu_hour=c.price_per_gpu_hour,
             labels=c.labels,
+            autoscaling=c.autoscaling,
+            start_timeout_seconds=c.start_timeout_seconds,
             status=c.status,
             status_message=c.status_message,
             checked_at=c.checked_at,

@@ -10,6 +10,7 @@ The file is YAML::
         accelerator: H100
         gpus: 64
         gpus_per_node: 8
+        autoscaling: true        # nodes from zero: attempts wait 15 min to be placed
 
 Each entry is one ``PUT /v1/clusters/{name}``, validated by the server; the
 file's shape is checked here first, so a typo in the last entry changes
@@ -37,6 +38,8 @@ FIELDS = (
     "gpu_memory_gb",
     "price_per_gpu_hour",
     "labels",
+    "autoscaling",
+    "start_timeout_seconds",
 )
 
 

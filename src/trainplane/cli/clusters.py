@@ -9,6 +9,7 @@ import typer
 
 from trainplane.cli.cluster_file import clusters_apply
 from trainplane.cli.common import EXIT_USAGE, State, call, fail
+from trainplane.runtime.start_timeout import AUTOSCALING_START_TIMEOUT, FIXED_START_TIMEOUT
 
 clusters_app = typer.Typer(no_args_is_help=True, help="Ray clusters jobs run on.")
 projects_app = typer.Typer(no_args_is_help=True, help="Projects jobs belong to.")
@@ -25,6 +26,22 @@ def clusters_add(
     gpu_memory_gb: Annotated[float | None, typer.Option(help="Memory of one GPU.")] = None,
     price_per_gpu_hour: Annotated[float, typer.Option(help="For cost accounting.")] = 0.0,
     label: Annotated[list[str] | None, typer.Option(help="key=value (repeatable).")] = None,
+    autoscaling: Annotated[
+        bool,
+        typer.Option(
+            help=f"It adds nodes on demand: attempts wait {AUTOSCALING_START_TIMEOUT:.0f} s "
+            "to be placed."
+        ),
+    ] = False,
+    start_timeout: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Seconds an attempt waits for its workers to be placed "
+            f"(default: {AUTOSCALING_START_TIMEOUT:.0f} if --autoscaling, "
+            f"else {FIXED_START_TIMEOUT:.0f}).",
+        ),
+    ] = None,
 ) -> None:
     """Register a Ray cluster."""
     labels = {}
@@ -42,6 +59,8 @@ def clusters_add(
         "gpu_memory_gb": gpu_memory_gb,
         "price_per_gpu_hour": price_per_gpu_hour,
         "labels": labels,
+        "autoscaling": autoscaling,
+        "start_timeout_seconds": start_timeout,
     }
     cluster = call(State.client().post, "/v1/clusters", body)
     typer.echo(cluster["id"])

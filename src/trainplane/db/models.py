@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Float,
     ForeignKey,
@@ -25,6 +26,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -319,6 +321,11 @@ class Cluster(Base):
     gpu_memory_gb: Mapped[float | None] = mapped_column(Float)
     price_per_gpu_hour: Mapped[float] = mapped_column(Float, default=0.0)
     labels: Mapped[dict[str, str]] = mapped_column(JSONDocument, default=dict)
+    # Whether it adds nodes on demand (from zero: minutes before a worker is
+    # placed), and how long an attempt waits for its workers; None: a default
+    # by ``autoscaling`` (runtime.start_timeout).
+    autoscaling: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    start_timeout_seconds: Mapped[int | None] = mapped_column(Integer)
     # READY, UNREACHABLE or UNKNOWN (not checked yet), from the scheduler's probe.
     status: Mapped[str] = mapped_column(String(16), default="UNKNOWN", server_default="UNKNOWN")
     status_message: Mapped[str] = mapped_column(Text, default="", server_default="")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.services.file_access import FileAccess
 
 # Ray runs the entrypoint with ``sh -c``. ``exec`` makes the driver the very
@@ -44,14 +45,18 @@ def launch_request(
     code_folder: str | None = None,
     access: FileAccess | None = None,
     project: str = "",
+    start_timeout: float = FIXED_START_TIMEOUT,
 ) -> LaunchRequest:
-    """``code_folder``: the job's unpacked code bundle (``entrypoint.code``).
+    """``start_timeout``: how long the attempt waits for its cluster to place
+    its workers (runtime.start_timeout; the job's own entrypoint.env may set
+    it). ``code_folder``: the job's unpacked code bundle (``entrypoint.code``).
     ``access``: what this server may ship from its own disk (None: nothing),
     asked again at every launch: a spec accepted before the rule, or a
     TRAINPLANE_SERVER_PATHS that shrank since, must not ship what the rule
     now refuses. ``project``: the job's, for the refusal's advice."""
     entrypoint = spec.get("entrypoint") or {}
     env_vars = {
+        START_TIMEOUT_ENV: f"{start_timeout:g}",
         **{k: str(v) for k, v in (entrypoint.get("env") or {}).items()},
         tp_env.SPEC: json.dumps(spec, separators=(",", ":")),
         tp_env.JOB_ID: job_id,
@@ -61,8 +66,12 @@ def launch_request(
         tp_env.CHECKPOINT_DIR: checkpoint_dir,
         tp_env.MODEL_DIR: model_dir,
         tp_env.RESTARTS_LEFT: str(restarts_left(spec, restarts_used)),
-        # Worker output reaches the job log without terminal colour codes.
+        # Worker output reaches the job log without terminal colour codes,
+        # and every rank's line reaches it: Ray would otherwise fold lines
+        # that differ only in numbers (the rank tag) into one "[repeated 3x
+        # across cluster]".
         "RAY_COLOR_PREFIX": "0",
+        "RAY_DEDUP_LOGS": "0",
     }
     if control_plane_url:
         env_vars[tp_env.CONTROL_PLANE_URL] = control_plane_url

@@ -68,6 +68,7 @@ def advance(
                 restarts_used=work.restarts_used,
                 spec=resuming_spec(work.spec) if work.after_preemption else work.spec,
                 accelerator=work.accelerator,
+                start_timeout=work.start_timeout,
                 control_plane_url=context.control_plane_url,
                 attempt_token=attempt_token(context.token_key, work.attempt_id),
                 checkpoint_dir=checkpoint_root(

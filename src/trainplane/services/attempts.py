@@ -26,6 +26,7 @@ from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, cluster_start_timeout
 from trainplane.services.leases import claim_due
 from trainplane.services.preemption import preemptor_name
 from trainplane.services.status import set_status
@@ -71,6 +72,9 @@ class AttemptWork:
     # preempted.
     restarts_used: int = 0
     after_preemption: bool = False
+    # How long its workers may wait to be placed: its cluster's (autoscaling
+    # clusters need minutes to add a node).
+    start_timeout: float = FIXED_START_TIMEOUT
 
 
 # --- outcomes of the slow phase ---------------------------------------------------
@@ -150,6 +154,12 @@ def claim_attempts(
                 cluster_name=cluster.name if cluster else None,
                 cluster_address=cluster.address if cluster else None,
                 accelerator=cluster.accelerator if cluster else "cpu",
+                start_timeout=cluster_start_timeout(
+                    autoscaling=cluster.autoscaling,
+                    start_timeout_seconds=cluster.start_timeout_seconds,
+                )
+                if cluster
+                else FIXED_START_TIMEOUT,
                 spec=job.spec,
                 created_at=attempt.created_at,
                 last_seen_at=attempt.last_seen_at,

@@ -72,6 +72,8 @@ def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster
                 address=fields.get("address"),
                 gpus=fields.get("gpus"),
                 price_per_gpu_hour=fields.get("price_per_gpu_hour"),
+                autoscaling=fields.get("autoscaling"),
+                start_timeout_seconds=fields.get("start_timeout_seconds"),
             )
     except IntegrityError:
         raise ConflictError(f"a cluster named '{fields['name']}' is already registered") from None
@@ -79,7 +81,13 @@ def register_cluster(session: Session, caller: Caller, **fields: Any) -> Cluster
     return cluster
 
 
-_AUDITED_FIELDS = ("address", "gpus", "price_per_gpu_hour")
+_AUDITED_FIELDS = (
+    "address",
+    "gpus",
+    "price_per_gpu_hour",
+    "autoscaling",
+    "start_timeout_seconds",
+)
 
 
 def apply_cluster(session: Session, caller: Caller, **fields: Any) -> tuple[Cluster, bool]:
@@ -112,11 +120,7 @@ def apply_cluster(session: Session, caller: Caller, **fields: Any) -> tuple[Clus
                     caller.subject,
                     "cluster.register" if created else "cluster.update",
                     target=fields["name"],
-                    **{
-                        k: changed[k]
-                        for k in ("address", "gpus", "price_per_gpu_hour")
-                        if k in changed
-                    },
+                    **{k: changed[k] for k in _AUDITED_FIELDS if k in changed},
                 )
     except IntegrityError:
         # Two concurrent first registrations: the other one won; apply again.
