@@ -101,7 +101,8 @@ def main() -> int:
 
     import ray
 
-    from trainplane.runtime.workers import PlacementTimeout, WorkerGroup, start_timeout
+    from trainplane.runtime.start_timeout import start_timeout
+    from trainplane.runtime.workers import PlacementTimeout, WorkerGroup
 
     ray.init(log_to_driver=True, logging_level=logging.WARNING)
     print(

@@ -24,30 +24,32 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.devices import visible_devices_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
 from trainplane.runtime.processes import die_with_parent, forward_output
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 from trainplane.runtime.train_storage import ray_train_storage
 
+if TYPE_CHECKING:
+    from trainplane.runtime.rendezvous import Meeting
+
 
 def worker_main(config: dict[str, Any]) -> None:
     """One Ray Train worker. Module-level so Ray can ship it by reference."""
-    import ray
     import ray.train
-    import torch.distributed as dist
+
+    from trainplane.runtime.rendezvous import meet
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
-    # The rank processes form their own process group; its address is rank 0's,
-    # shared over the group Ray Train has set up between the workers.
-    rendezvous: list[Any] = (
-        [ray.util.get_node_ip_address(), free_port("")] if rank == 0 else [None, None]
-    )
-    dist.broadcast_object_list(rendezvous, src=0)
+    # The rank processes form their own process group: its address, and the
+    # GPUs each sees, are agreed through Ray (runtime.rendezvous), so this
+    # worker opens no communicator or CUDA context of its own.
+    meeting = meet(context)
     try:
         # Fetched by each worker, never handed through Ray (runtime.secrets).
         secrets = secret_env(config["spec"])
@@ -57,19 +59,8 @@ def worker_main(config: dict[str, Any]) -> None:
     env = {
         **os.environ,
         **secrets,
-        **tp_env.torchrun_env(
-            rank=rank,
-            local_rank=context.get_local_rank(),
-            world_size=context.get_world_size(),
-            local_world_size=context.get_local_world_size(),
-            group_rank=context.get_node_rank(),
-            master_addr=rendezvous[0],
-            master_port=rendezvous[1],
-        ),
-        tp_env.SPEC: json.dumps(config["spec"]),
-        tp_env.DEVICE: "cuda" if config["on_gpu"] else "cpu",
+        **rank_process_env(config, context, meeting),
         tp_env.ERROR_FILE: error_file,
-        "PYTHONUNBUFFERED": "1",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "trainplane.runtime.local"],
@@ -85,6 +76,27 @@ def worker_main(config: dict[str, Any]) -> None:
     # Train restart the group. The driver learns of it from the checkpoint.
     if code not in (0, EXIT_PREEMPTED):
         raise RankFailed(f"rank {rank} failed: {cause or f'exit code {code}'}", failed_at)
+
+
+def rank_process_env(config: dict[str, Any], context: Any, meeting: Meeting) -> dict[str, str]:
+    """What a worker's rank process is started with, on top of the worker's
+    own environment and the job's secrets: torchrun's variables, and its
+    node's GPUs in local-rank order (runtime.devices)."""
+    return {
+        **tp_env.torchrun_env(
+            rank=context.get_world_rank(),
+            local_rank=context.get_local_rank(),
+            world_size=context.get_world_size(),
+            local_world_size=context.get_local_world_size(),
+            group_rank=context.get_node_rank(),
+            master_addr=meeting.master_addr,
+            master_port=meeting.master_port,
+        ),
+        **visible_devices_env(meeting.visible_devices),
+        tp_env.SPEC: json.dumps(config["spec"]),
+        tp_env.DEVICE: "cuda" if config["on_gpu"] else "cpu",
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 class RankFailed(RuntimeError):
@@ -134,7 +146,7 @@ def failure_cause(exc: BaseException) -> str:
     if controller_failure is not None:
         # Matched by name: the class lives in Ray Train's private modules.
         if type(controller_failure).__name__ == "WorkerGroupStartupTimeoutError":
-            from trainplane.runtime.workers import placement_timeout_message, start_timeout
+            from trainplane.runtime.start_timeout import placement_timeout_message, start_timeout
 
             workers = getattr(controller_failure, "num_workers", 0)
             return placement_timeout_message(workers, start_timeout())
@@ -145,8 +157,6 @@ def failure_cause(exc: BaseException) -> str:
 def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int) -> None:
     """Train on ``resources.gpus`` workers; raises when training fails for good."""
     import ray
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
 
     # Ray Train passes these on to its controller and workers. Its print patch
     # would log every line of user output twice; trainplane does its own
@@ -159,6 +169,26 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
     # modules are the job's own code, depend on it).
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
     ray.init(logging_level=logging.WARNING)
+    ray_train_trainer(spec, on_gpu=on_gpu, restarts_left=restarts_left).fit()
+
+
+def ray_train_trainer(
+    spec: dict[str, Any],
+    *,
+    on_gpu: bool,
+    restarts_left: int,
+    worker: Callable[[dict[str, Any]], None] = worker_main,
+) -> Any:
+    """The trainer of ``resources.gpus`` workers each running ``worker``.
+
+    A plain DataParallelTrainer, not a TorchTrainer: that one would open a
+    torch process group between the workers (NCCL on GPUs: a communicator and
+    a CUDA context per GPU, taken from training) and share the node's GPUs
+    among them its own way. The workers only supervise rank processes, which
+    open the job's process group themselves."""
+    from ray.train import BackendConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
     resources = spec["resources"]
     per_worker = {"CPU": float(resources.get("cpus_per_worker", 1)) if on_gpu else 1.0}
     if on_gpu:
@@ -168,10 +198,10 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
         os.environ.get(tp_env.CHECKPOINT_DIR)
         or os.path.join(tempfile.gettempdir(), "trainplane-ray-train", "checkpoints")
     )
-    trainer = TorchTrainer(
-        worker_main,
+    return DataParallelTrainer(
+        worker,
         train_loop_config={"spec": spec, "on_gpu": on_gpu},
-        torch_config=TorchConfig(backend="nccl" if on_gpu else "gloo"),
+        backend_config=BackendConfig(),
         scaling_config=ScalingConfig(
             num_workers=int(resources["gpus"]),
             use_gpu=on_gpu,
@@ -191,4 +221,3 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
             ),
         ),
     )
-    trainer.fit()

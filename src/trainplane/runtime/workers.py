@@ -19,14 +19,18 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.devices import (
+    RankPlacement,
+    gpu_order,
+    node_device_lists,
+    own_gpu_ids,
+    visible_devices_env,
+)
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.processes import die_with_parent, forward_output
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
+from trainplane.runtime.start_timeout import placement_timeout_message
 
-# How long a gang waits for the cluster to place its workers: Ray Train's knob
-# and default, so that a train function's gang and a command's wait alike.
-START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
-DEFAULT_START_TIMEOUT = 60.0
 # A rank that could not get the attempt's secrets (it says why) never started.
 EXIT_NO_SECRETS = 1
 
@@ -35,32 +39,21 @@ class PlacementTimeout(RuntimeError):
     """The cluster did not place the gang's workers in time."""
 
 
-def start_timeout() -> float:
-    try:
-        return float(os.environ.get(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT))
-    except ValueError:
-        return DEFAULT_START_TIMEOUT
-
-
-def placement_timeout_message(workers: int, waited: float) -> str:
-    """Why an attempt whose workers were never placed failed. The scheduler
-    counted those slots as free, so whatever holds them is not trainplane's."""
-    return (
-        f"the cluster did not place the {workers} workers within {waited:.0f}s "
-        f"(something trainplane did not start may be holding their slots; {START_TIMEOUT_ENV} "
-        "sets the wait)"
-    )
-
-
 @ray.remote
 class RankWorker:
-    """Runs one rank's process. Ray sets CUDA_VISIBLE_DEVICES for GPU actors."""
+    """Runs one rank's process. Ray gives a GPU actor its own GPU alone; the
+    process sees its node's gang GPUs instead (runtime.devices)."""
 
     def __init__(self) -> None:
         self.process: subprocess.Popen[bytes] | None = None
 
-    def node(self) -> tuple[str, str]:
-        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+    def node(self) -> tuple[str, str, tuple[str, ...]]:
+        """This rank's node, its address, and the GPUs Ray gave this actor."""
+        return (
+            ray.get_runtime_context().get_node_id(),
+            ray.util.get_node_ip_address(),
+            own_gpu_ids(),
+        )
 
     def free_port(self) -> int:
         return free_port("")
@@ -116,24 +109,44 @@ class WorkerGroup:
 
     def run(self, argv: list[str], common_env: dict[str, str]) -> int:
         """Run ``argv`` on every rank; the first non-zero exit code ends the gang."""
-        nodes = ray.get([actor.node.remote() for actor in self.actors])
+        actors = list(self.actors)  # stop() may empty self.actors meanwhile
+        nodes = ray.get([actor.node.remote() for actor in actors])
+        node_order = list(dict.fromkeys(node_id for node_id, _, _ in nodes))
+        # Ranks follow the GPUs' order on each node, as under torchrun: a
+        # node's list then reads as nvidia-smi numbers it.
+        order = sorted(
+            range(len(nodes)),
+            key=lambda r: (node_order.index(nodes[r][0]), gpu_order(nodes[r][2]), r),
+        )
+        actors = [actors[r] for r in order]
+        nodes = [nodes[r] for r in order]
         master_addr = nodes[0][1]
-        master_port = ray.get(self.actors[0].free_port.remote())
-        node_order = list(dict.fromkeys(node_id for node_id, _ in nodes))
+        master_port = ray.get(actors[0].free_port.remote())
         ranks_on_node = {
             node_id: [r for r, n in enumerate(nodes) if n[0] == node_id] for node_id in node_order
         }
+        local_ranks = [ranks_on_node[node_id].index(r) for r, (node_id, _, _) in enumerate(nodes)]
+        devices = node_device_lists(
+            [
+                RankPlacement(node_id, local_ranks[r], gpu_ids)
+                for r, (node_id, _, gpu_ids) in enumerate(nodes)
+            ]
+        )
         pending = {}
-        for rank, actor in enumerate(self.actors):
+        for rank, actor in enumerate(actors):
             node_id = nodes[rank][0]
-            env = common_env | tp_env.torchrun_env(
-                rank=rank,
-                local_rank=ranks_on_node[node_id].index(rank),
-                world_size=len(self.actors),
-                local_world_size=len(ranks_on_node[node_id]),
-                group_rank=node_order.index(node_id),
-                master_addr=master_addr,
-                master_port=master_port,
+            env = (
+                common_env
+                | tp_env.torchrun_env(
+                    rank=rank,
+                    local_rank=local_ranks[rank],
+                    world_size=len(actors),
+                    local_world_size=len(ranks_on_node[node_id]),
+                    group_rank=node_order.index(node_id),
+                    master_addr=master_addr,
+                    master_port=master_port,
+                )
+                | visible_devices_env(devices[rank])
             )
             pending[actor.run.remote(argv, env, rank)] = rank
         while pending:
