@@ -27,7 +27,7 @@ class Up(ServiceProcess):
 
     def command(self) -> list[str]:
         where = ("--host", "127.0.0.1", "--port", str(self.port))
-        return [str(TRAINPLANE), "up", *where, "--slots", "1", "--log-level", "info"]
+        return [str(TRAINPLANE), "up", *where, "--slots", "1", "--cpu", "--log-level", "info"]
 
 
 def test_up_keeps_its_token_out_of_the_log(tmp_path):

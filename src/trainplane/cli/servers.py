@@ -65,8 +65,15 @@ def up(
         int | None, typer.Option(min=1, help="Worker slots of the local cluster (default: CPUs).")
     ] = None,
     log_level: LogLevel = "info",
+    cpu: Annotated[
+        bool,
+        typer.Option(
+            "--cpu", help="CPU workers even on a machine with NVIDIA GPUs (found through NVML)."
+        ),
+    ] = False,
 ) -> None:
-    """Run everything on this machine: API, scheduler and a local Ray cluster."""
+    """Run everything on this machine: API, scheduler and a local Ray cluster
+    with this machine's NVIDIA GPUs (CPU worker slots without any, or with --cpu)."""
     from trainplane.config import Settings
     from trainplane.observability.logs import configure_logging
     from trainplane.serve.embedded import run_up
@@ -75,7 +82,7 @@ def up(
     settings = Settings()
     configure_logging(log_level, settings.log_format)
     try:
-        run_up(settings, host=host, port=port, slots=slots, log_level=log_level)
+        run_up(settings, host=host, port=port, slots=slots, log_level=log_level, cpu_only=cpu)
     except ServeError as exc:
         raise fail(str(exc)) from None
 

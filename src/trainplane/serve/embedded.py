@@ -9,9 +9,11 @@ import os
 import signal
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session
 
+from trainplane.backends.local_gpus import detect_gpus, local_cluster_fields
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.config import Settings
 from trainplane.db.engine import engine_from_settings, session_factory
@@ -48,31 +50,37 @@ def local_admin_token(session: Session, settings: Settings) -> str | None:
     return ensure_local_token(session, settings.home / TOKEN_FILE)
 
 
-def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_level: str) -> None:
+def run_up(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    slots: int | None,
+    log_level: str,
+    cpu_only: bool = False,
+) -> None:
+    """``cpu_only``: CPU workers even on a machine with GPUs."""
     slots = slots or settings.local_slots or os.cpu_count() or 1
     if settings.advertise_url is None:
         settings = settings.model_copy(update={"advertise_url": f"http://{host}:{port}"})
     prepare_database(settings)
+    gpus = [] if cpu_only else detect_gpus()
     head = LocalRayHead(
-        ray_state_dir(settings.home), slots=slots, log_path=settings.home / "ray-head.log"
+        ray_state_dir(settings.home),
+        slots=slots,
+        gpus=len(gpus),
+        log_path=settings.home / "ray-head.log",
     )
     settings.home.mkdir(parents=True, exist_ok=True)
-    log.info("starting a local Ray head with %d worker slots (log: %s)", slots, head.log_path)
+    cluster = local_cluster_fields(LOCAL_CLUSTER, head.address, slots=slots, gpus=gpus)
+    log.info(
+        "starting a local Ray head with %s (log: %s)", _capacity(cluster, slots), head.log_path
+    )
     head.start()
     try:
         engine = engine_from_settings(settings)
         with session_factory(engine)() as session:
-            upsert_cluster(
-                session,
-                name=LOCAL_CLUSTER,
-                address=head.address,
-                accelerator="cpu",
-                gpus=slots,
-                gpus_per_node=slots,
-                gpu_memory_gb=None,
-                price_per_gpu_hour=0.0,
-                labels={"managed-by": "trainplane-up"},
-            )
+            upsert_cluster(session, **cluster)
             secret = local_admin_token(session, settings)
         engine.dispose()
         log.info(
@@ -106,6 +114,15 @@ def run_up(settings: Settings, *, host: str, port: int, slots: int | None, log_l
     finally:
         log.info("stopping the local Ray head")
         head.stop()
+
+
+def _capacity(cluster: dict[str, Any], slots: int) -> str:
+    if cluster["accelerator"] == "cpu":
+        return f"{slots} CPU worker slots"
+    return (
+        f"{cluster['gpus']} {cluster['accelerator']} GPUs of {cluster['gpu_memory_gb']:g} GB "
+        f"and {slots} CPUs"
+    )
 
 
 def _interrupt(signum: int, frame: object) -> None:
