@@ -1,4 +1,4 @@
-"""Running a train function on a gang of workers with Ray Train's TorchTrainer.
+"""Running a train function on a gang of workers with Ray Train.
 
 Ray Train places the workers and restarts the whole worker group when a worker
 dies, up to the attempt's restart budget. Each Ray Train worker supervises one
