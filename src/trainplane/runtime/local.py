@@ -19,8 +19,11 @@ import torch.distributed as dist
 
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
+from trainplane.runtime import process_groups
+from trainplane.runtime.collective import barrier as bookkeeping_barrier
 from trainplane.runtime.functions import run_rank
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted
+from trainplane.runtime.threads import threads_for_rank, usable_cpus, use_threads
 
 
 def device_for(local_rank: int) -> torch.device:
@@ -32,17 +35,25 @@ def device_for(local_rank: int) -> torch.device:
 
 
 def run_local(spec: dict[str, Any]) -> Any:
-    """Join (or make) the process group from torchrun's environment and run."""
+    """Join (or make) the process groups from torchrun's environment and run."""
     rank = int(os.environ.get("RANK", 0))
     world_size = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     device = device_for(local_rank)
+    use_threads(
+        threads_for_rank(
+            spec,
+            on_gpu=device.type == "cuda",
+            local_world_size=local_world_size,
+            cpus=usable_cpus(),
+        )
+    )
     created = False
     if not dist.is_initialized():
         if "MASTER_ADDR" not in os.environ:
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        process_groups.join(spec, device_type=device.type, rank=rank, world_size=world_size)
         created = True
     try:
         result = run_rank(
@@ -50,19 +61,22 @@ def run_local(spec: dict[str, Any]) -> Any:
             rank=rank,
             local_rank=local_rank,
             world_size=world_size,
-            local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", world_size)),
+            local_world_size=local_world_size,
             node_rank=int(os.environ.get("GROUP_RANK", 0)),
             device=device,
         )
         if created and world_size > 1:
-            # No rank tears the group down while another's collectives (a
-            # sharded model's last gathers) may still be in flight: a gloo
-            # group destroyed under pending work aborts the process.
+            # Rank 0 may still be sending the result: the others wait on the
+            # bookkeeping group, outside NCCL's watchdog. Then no rank tears
+            # the training group down while another's collectives (a sharded
+            # model's last gathers) may still be in flight: a gloo group
+            # destroyed under pending work aborts the process.
+            bookkeeping_barrier()
             dist.barrier()
         return result
     finally:
         if created:
-            dist.destroy_process_group()
+            process_groups.leave()
 
 
 def main(argv: list[str]) -> int:
