@@ -1,6 +1,8 @@
 """FSDP2 (``fully_shard``): parameters, gradients and optimizer states sharded
 across ranks. Each block inside a ``ModuleList`` (the layers of a transformer)
-is its own shard unit, then the root. Checkpoints are sharded with
+is its own shard unit, then the root. The model is sharded on the meta device
+and its shards filled from rank 0 (``sharded_init``): no rank ever holds the
+whole model on its GPU. Checkpoints are sharded with
 torch.distributed.checkpoint, so they load at another world size too."""
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from trainplane.runtime.strategies.base import (
     clip,
     rebuild_optimizer,
 )
+from trainplane.runtime.strategies.sharded_init import materialize, release
 
 DCP_FOLDER = "dcp"
 
@@ -45,6 +48,10 @@ class FSDPRunner(StrategyRunner):
 
     def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
         settings = self.settings
+        if settings.precision == "fp16":
+            # Refused at submit too (jobs.spec): without loss scaling fp16
+            # gradients underflow silently.
+            raise ValueError("fp16 under FSDP2 is not supported (no loss scaling): use bf16")
         options = settings.strategy.get("fsdp") or {}
         names_by_id = {id(param): name for name, param in model.named_parameters()}
         mesh = init_device_mesh(settings.device.type, (settings.world_size,))
@@ -56,15 +63,24 @@ class FSDPRunner(StrategyRunner):
             kwargs["mp_policy"] = MixedPrecisionPolicy(
                 param_dtype=settings.dtype, reduce_dtype=torch.float32
             )
+        shard_device = settings.device
         if options.get("cpu_offload") and settings.device.type == "cuda":
             # Parameters live in host memory between uses; on a CPU cluster
             # they are there already.
             kwargs["offload_policy"] = CPUOffloadPolicy()
-        else:
-            model = model.to(settings.device)
+            shard_device = torch.device("cpu")
+        weights = release(model, rank=settings.rank)
         for unit in shard_units(model):
             fully_shard(unit, **kwargs)
         fully_shard(model, **kwargs)
+        materialize(
+            model,
+            weights,
+            rank=settings.rank,
+            shard_device=shard_device,
+            compute_device=settings.device,
+        )
+        del weights  # rank 0's host copy
         self.model = model
         self.optimizer = rebuild_optimizer(optimizer, model, names_by_id)
         self.base_optimizer = self.optimizer

@@ -1,0 +1,53 @@
+"""Two real ranks under torchrun (gloo), running tests/runtime/two_ranks.py:
+FSDP2 materializes a model shard by shard (a rank building it on the meta
+device never holds all of it, and training matches DDP over full copies),
+and the runtime's bookkeeping collectives wait on their own group, past the
+training group's timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainplane.testing.memory_probe import MEASURING_ENV
+
+RANKS = Path(__file__).with_name("two_ranks.py")
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    out = tmp_path_factory.mktemp("two-ranks")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **MEASURING_ENV}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command += ["--nproc-per-node=2", str(RANKS), str(out)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def test_a_rank_building_on_the_meta_device_never_holds_the_whole_model(two_ranks):
+    rank1 = two_ranks[1]
+    # Its half of the shards and one layer in flight: about 0.58 of the model.
+    assert rank1["meta_prepare_peak"] < 0.7 * rank1["model_bytes"], rank1["meta_prepare_peak"]
+    assert rank1["meta_prepare_peak"] > 0.4 * rank1["model_bytes"]  # its shards were measured
+
+
+def test_sharded_init_trains_as_ddp_over_full_copies(two_ranks):
+    rank0 = two_ranks[0]
+    assert rank0["meta"].keys() == rank0["ddp"].keys()
+    for name, (total, largest) in rank0["ddp"].items():
+        assert rank0["meta"][name] == pytest.approx([total, largest], rel=1e-5, abs=1e-5), name
+        # Rank 1 built its copy with another seed: the shards still came from rank 0.
+        assert rank0["copies"][name] == rank0["meta"][name], name
+
+
+def test_bookkeeping_waits_for_rank_0_past_the_training_groups_timeout(two_ranks):
+    expected = [None, "from 0", ["from 0", "from 1"]]
+    assert two_ranks[0]["bookkeeping"] == two_ranks[1]["bookkeeping"] == expected
