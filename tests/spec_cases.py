@@ -113,6 +113,29 @@ INVALID_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ),
     ("bad precision", train_spec(precision="fp8"), "precision"),
     (
+        "fp16 under fsdp, which has no loss scaling",
+        train_spec(precision="fp16", strategy={"type": "fsdp"}),
+        "precision",
+    ),
+    (
+        "nvme optimizer offload",
+        _with(
+            train_spec(),
+            "strategy",
+            {"type": "deepspeed", "deepspeed": {"offload_optimizer": "nvme"}},
+        ),
+        "strategy.deepspeed.offload_optimizer",
+    ),
+    (
+        "nvme parameter offload",
+        _with(
+            train_spec(),
+            "strategy",
+            {"type": "deepspeed", "deepspeed": {"stage": 3, "offload_param": "nvme"}},
+        ),
+        "strategy.deepspeed.offload_param",
+    ),
+    (
         "keep_best mode",
         _with(train_spec(), "checkpoint.keep_best", {"metric": "loss", "mode": "lowest"}),
         "checkpoint.keep_best.mode",

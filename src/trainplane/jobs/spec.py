@@ -151,6 +151,19 @@ class DeepSpeedOptions(Strict):
         default_factory=dict, description="Merged over the generated DeepSpeed config."
     )
 
+    @field_validator("offload_optimizer", "offload_param")
+    @classmethod
+    def _no_nvme_yet(cls, value: str) -> str:
+        # DeepSpeed's NVMe offload needs an nvme_path and its async_io
+        # extension, which the worker image does not build: it would crash
+        # at init, after the job waited for its GPUs.
+        if value == "nvme":
+            raise PydanticCustomError(
+                "offload_nvme",
+                "nvme offload is not supported yet: use cpu (host memory) or none",
+            )
+        return value
+
     @model_validator(mode="after")
     def _param_offload_needs_stage_3(self) -> DeepSpeedOptions:
         if self.offload_param != "none" and self.stage != 3:
@@ -299,6 +312,21 @@ class _JobCommon(Strict):
     )
     tracking: Tracking = Field(default_factory=Tracking)
     register_model: RegisterModel | None = None
+
+    @field_validator("precision")
+    @classmethod
+    def _fp16_needs_loss_scaling(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # strategy comes before precision, so it is validated already. fp16
+        # gradients underflow without a loss scaler, and FSDP2 has no sharded
+        # one here yet (DDP and DeepSpeed scale the loss).
+        strategy = info.data.get("strategy")
+        if value == "fp16" and strategy is not None and strategy.type == "fsdp":
+            raise PydanticCustomError(
+                "fp16_fsdp",
+                "fp16 under strategy fsdp is not supported yet (no loss scaling for sharded "
+                "gradients): use bf16, or strategy ddp or deepspeed for fp16",
+            )
+        return value
 
     @property
     def priority_rank(self) -> int:
