@@ -12,6 +12,7 @@ from trainplane.jobs.memory import (
     CPU_FRAMEWORK_BYTES,
     CUDA_CONTEXT_BYTES,
     GB,
+    NCCL_BUFFER_BYTES,
     ModelShape,
     StrategyChoice,
     Workload,
@@ -130,13 +131,67 @@ def test_unknown_shapes_say_what_was_left_out():
     assert any("layer count unknown" in n for n in got.notes)
 
 
-def test_a_gpu_carries_the_cuda_context_and_fragmentation_a_cpu_worker_its_strategys_share():
+def test_a_gpu_carries_the_cuda_context_nccl_and_fragmentation_a_cpu_worker_its_strategys_share():
     gpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8)
     cpu = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 8, on_gpu=False)
     allocated = cpu.total - cpu.gpu["framework"]
-    assert gpu.gpu["framework"] == pytest.approx(CUDA_CONTEXT_BYTES + 0.1 * allocated)
+    expected = CUDA_CONTEXT_BYTES + NCCL_BUFFER_BYTES + 0.1 * allocated
+    assert gpu.gpu["framework"] == pytest.approx(expected)
     assert cpu.gpu["framework"] == CPU_FRAMEWORK_BYTES["ddp"]
     assert gpu.total == pytest.approx(sum(gpu.gpu.values()))
+
+
+def test_a_world_of_one_opens_no_nccl_communicator():
+    one = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 1)
+    allocated = one.total - one.gpu["framework"]
+    assert one.gpu["framework"] == pytest.approx(CUDA_CONTEXT_BYTES + 0.1 * allocated)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        StrategyChoice("ddp"),
+        StrategyChoice("fsdp"),
+        StrategyChoice("fsdp", offload_optimizer=True),
+        zero(1),
+        zero(3),
+        StrategyChoice("deepspeed", stage=3, offload_optimizer=True, offload_param=True),
+    ],
+    ids=lambda c: c.label,
+)
+def test_sharded_initialization_has_no_whole_model_peak(strategy):
+    # FSDP2 fills meta-device shards from rank 0; ZeRO-3 partitions as it
+    # builds (zero.Init); DDP and ZeRO-1 keep more than the fp32 model anyway.
+    got = estimate(ModelShape(70e9, layers=80), MIXED, strategy, 8)
+    assert got.gpu["initialization"] == 0.0
+    assert not any("initialization" in note for note in got.notes)
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [zero(2), StrategyChoice("deepspeed", stage=2, offload_optimizer=True)],
+    ids=lambda c: c.label,
+)
+def test_zero_2_counts_the_fp32_model_moved_to_the_gpu_whole(choice):
+    # Its steady state keeps 2 bytes of weights per parameter on the GPU and
+    # shards of the rest, but the model built in fp32 arrives whole first.
+    got = estimate(ModelShape(7e9), MIXED, choice, 8)
+    steady = sum(v for k, v in got.gpu.items() if k not in ("initialization", "framework"))
+    assert got.gpu["initialization"] == pytest.approx(4 * 7e9 - steady)
+    assert got.gpu["initialization"] > 0
+    assert any("to the GPU whole" in note for note in got.notes)
+    assert got.total == pytest.approx(sum(got.gpu.values()))
+    cpu = estimate(ModelShape(7e9), MIXED, choice, 8, on_gpu=False)
+    assert "initialization" not in cpu.gpu  # built in that same memory
+
+
+def test_auto_never_picks_fsdp_for_fp16():
+    shape = ModelShape(7e9, layers=32, hidden_size=4096)
+    bf16 = choose_strategy(shape, Workload("bf16"), 8, H100)
+    fp16 = choose_strategy(shape, Workload("fp16"), 8, H100)
+    assert bf16.chosen is not None and bf16.chosen.strategy.type == "fsdp"
+    assert fp16.chosen is not None and fp16.chosen.strategy.type == "deepspeed"
+    assert "fsdp" not in {e.strategy.type for e in fp16.candidates}
 
 
 def test_more_sharding_never_needs_more_memory():

@@ -37,7 +37,8 @@ class StrategyEstimateOut(BaseModel):
 class MemoryOut(BaseModel):
     strategy: str
     per_gpu_gb: dict[str, float] = Field(
-        description="parameters, gradients, optimizer_states, buffers, activations, framework."
+        description="parameters, gradients, optimizer_states, buffers, activations, "
+        "initialization (GPU only), framework."
     )
     total_gb: float
     gpu_memory_gb: float | None = Field(description="Of one GPU compared with; null: unknown.")

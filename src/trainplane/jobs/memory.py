@@ -26,9 +26,18 @@ On top of the model states come:
   activation checkpointing; plus the logits and their gradient over the
   vocabulary; for a stack of dense layers, the inputs each layer keeps for
   its backward;
-- framework overhead: on a GPU the CUDA context and the NCCL buffers, and
-  the caching allocator's fragmentation as a share of the rest; on a CPU
-  worker what each strategy's machinery was measured to take.
+- initialization: what setting the model up needs beyond the steady state,
+  where a path still puts the whole model on the GPU before sharding or
+  casting it. FSDP2 shards on the meta device and fills the shards from
+  rank 0 (``runtime.strategies.sharded_init``), and ZeRO-3 partitions each
+  parameter as it is created (``zero.Init``) or moved: neither has a whole-model
+  peak. DDP and ZeRO-1/2 move the model as built (fp32) to the GPU whole,
+  which only shows past the steady state when little else stays there (ZeRO
+  with the optimizer offloaded);
+- framework overhead: on a GPU the CUDA context, the NCCL buffers of the
+  training group's communicator (the only one a rank opens), and the caching
+  allocator's fragmentation as a share of the rest; on a CPU worker what each
+  strategy's machinery was measured to take.
 
 Every number is bytes per GPU (per worker), so the breakdown adds up to the
 total that is compared with the GPU's memory; GB are 10^9 bytes.
@@ -39,8 +48,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 GB = 1e9  # decimal, as GPU memory is sold and as the ZeRO paper counts
-# The CUDA context, cuBLAS/cuDNN workspaces and NCCL's buffers on one GPU.
-CUDA_CONTEXT_BYTES = 1.5 * GB
+# Per GPU, whatever the job: the CUDA context and the cuBLAS/cuDNN workspaces.
+CUDA_CONTEXT_BYTES = 1.0 * GB
+# Per GPU of a world of more than one: the buffers of NCCL's communicator for
+# the training group (channels times peers times NCCL_BUFFSIZE, and the
+# proxy's staging). Each rank opens that one communicator and no other.
+NCCL_BUFFER_BYTES = 0.5 * GB
+# The bytes per parameter of a model as user code builds it (fp32).
+BUILT_BYTES = 4.0
 # The caching allocator rounds and fragments: a share of what is allocated.
 FRAGMENTATION = 0.10
 # A CPU worker of a gang (gloo) has no CUDA context, but each strategy's
@@ -255,13 +270,44 @@ def estimate(
             "(and a micro-batch size) to include them"
         )
 
+    # --- initialization ---------------------------------------------------------
+    if on_gpu:
+        # On CPU workers the model is built in the same memory before any
+        # strategy runs: what is measured there is the steady state.
+        peak = _initialization_peak(model, strategy, n, unit_params)
+        gpu["initialization"] = max(0.0, peak - sum(gpu.values()))
+        if gpu["initialization"]:
+            notes.append(
+                f"{strategy.label} moves the model as built (fp32) to the GPU whole before "
+                "casting or partitioning it: that peak is counted as initialization"
+            )
+
     # --- framework -----------------------------------------------------------------
     if on_gpu:
         allocated = sum(gpu.values())
-        gpu["framework"] = CUDA_CONTEXT_BYTES + FRAGMENTATION * allocated
+        nccl = NCCL_BUFFER_BYTES if n > 1 else 0.0
+        gpu["framework"] = CUDA_CONTEXT_BYTES + nccl + FRAGMENTATION * allocated
     else:
         gpu["framework"] = CPU_FRAMEWORK_BYTES[strategy.type] if n > 1 else 0.0
     return MemoryEstimate(strategy, n, gpu, host, tuple(notes))
+
+
+def _initialization_peak(
+    model: ModelShape, strategy: StrategyChoice, n: int, unit_params: float
+) -> float:
+    """Bytes on one GPU while the strategy sets the model up."""
+    if strategy.type == "fsdp":
+        if strategy.offload_optimizer:
+            return 0.0  # the shards are filled in host memory
+        # Its fp32 shards, and the one whole unit being filled from rank 0.
+        return model.parameters * BUILT_BYTES / n + unit_params * BUILT_BYTES
+    if strategy.type == "deepspeed" and (strategy.stage or 2) == 3:
+        if strategy.offload_param:
+            return 0.0  # the partitions are made in host memory
+        # Partitioned as it is built or moved: one parameter at a time whole.
+        return model.parameters * BUILT_BYTES / n
+    # DDP, ZeRO-1/2: the model as built, moved whole before it is wrapped.
+    return model.parameters * BUILT_BYTES
 
 
 def _bytes_per_parameter(

@@ -3,9 +3,11 @@ GPUs with headroom (pure code).
 
 Cheapest means least communication and bookkeeping: DDP, then FSDP2, then
 DeepSpeed ZeRO-3, then ZeRO-3 with the optimizer states and the parameters
-offloaded to host memory. A strategy fits when its estimate is at most
-:data:`HEADROOM` of one GPU's memory; the margin covers what no estimate
-sees (a long sequence in the batch, a library's workspace).
+offloaded to host memory. FSDP2 is left out under fp16, which it cannot
+train without loss scaling (the spec refuses that pair). A strategy fits
+when its estimate is at most :data:`HEADROOM` of one GPU's memory; the
+margin covers what no estimate sees (a long sequence in the batch, a
+library's workspace).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ class Choice:
     reason: str
 
 
+def candidates_for(workload: Workload) -> tuple[StrategyChoice, ...]:
+    """The strategies that can train ``workload``, cheapest first."""
+    if workload.precision == "fp16":
+        return tuple(c for c in CANDIDATES if c.type != "fsdp")
+    return CANDIDATES
+
+
 def gb(value: float) -> str:
     return f"{value / GB:,.1f} GB"
 
@@ -62,7 +71,7 @@ def choose_strategy(
             f"memory (ddp needs about {gb(first.total)} per GPU)",
         )
     limit = HEADROOM * gpu_memory_bytes
-    for candidate in CANDIDATES:
+    for candidate in candidates_for(workload):
         found = estimate(model, workload, candidate, world_size)
         tried.append(found)
         if fits(found, gpu_memory_bytes):

@@ -26,7 +26,13 @@ from trainplane.jobs.memory import (
 from trainplane.jobs.model_shapes import UnknownShape, shape_from_config
 from trainplane.jobs.placement import ClusterState, Demand, can_ever_hold
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
-from trainplane.jobs.strategy_choice import CANDIDATES, Choice, choose_strategy, gb
+from trainplane.jobs.strategy_choice import (
+    CANDIDATES,
+    Choice,
+    candidates_for,
+    choose_strategy,
+    gb,
+)
 
 
 @dataclass(frozen=True)
@@ -151,7 +157,7 @@ def plan_strategy(
         better = next(
             (
                 e
-                for e in (estimate(shape, workload, c, n) for c in CANDIDATES)
+                for e in (estimate(shape, workload, c, n) for c in candidates_for(workload))
                 if e.total <= largest.gpu_memory_gb * GB
             ),
             None,
