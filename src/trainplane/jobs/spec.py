@@ -299,7 +299,9 @@ class _JobCommon(Strict):
     project: ProjectName = "default"
     resources: Resources = Field(default_factory=Resources)
     strategy: Strategy = Field(default_factory=Strategy)
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None, description="Default: bf16 on GPUs, fp32 on CPU workers."
+    )
     model: ModelInfo | None = None
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)
     retries: Retries = Field(default_factory=Retries)

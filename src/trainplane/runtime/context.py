@@ -20,6 +20,7 @@ collective: call it on every rank, at the same steps.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,7 @@ from trainplane.runtime.checkpointing import (
 from trainplane.runtime.data import ResumableLoader
 from trainplane.runtime.export import ModelExport, ModelSaver
 from trainplane.runtime.gpu_figures import GpuFigures
+from trainplane.runtime.precision import set_matmul_precision, training_precision
 from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
@@ -75,7 +77,9 @@ class TrainContext:
         self.attempt_id = attempt_id
         self.args: dict[str, Any] = dict((spec.get("entrypoint") or {}).get("args") or {})
         self.strategy: str = (spec.get("strategy") or {}).get("type", "ddp")
-        self.precision: str = spec.get("precision", "fp32")
+        # Unset: bf16 on GPUs, fp32 on CPU (see trainplane.jobs.precision).
+        self.precision: str = training_precision(spec.get("precision"), device)
+        set_matmul_precision(spec.get("precision"), device)
         # A fine-tune's recipe steps by its hyperparameters.
         optimization = spec.get("optimization") or spec.get("hyperparameters") or {}
         self.grad_accum: int = int(optimization.get("grad_accum", 1))
@@ -204,7 +208,28 @@ class TrainContext:
             raise RuntimeError("prepare() is called once per TrainContext")
         if lr_scheduler is not None and not callable(lr_scheduler):
             raise TypeError("lr_scheduler is a function of the optimizer, e.g. lambda o: ...")
-        settings = StrategySettings(
+        self._runner = make_runner(self._settings(save_frozen=save_frozen))
+        if self._export is not None:
+            self._export.capture(model)
+        prepared_model, prepared_optimizer = self._runner.prepare(model, optimizer)
+        if lr_scheduler is not None:
+            self._lr_scheduler = lr_scheduler(self._runner.base_optimizer)
+        return prepared_model, prepared_optimizer
+
+    def model_init(self) -> contextlib.AbstractContextManager[None]:
+        """Build the model inside this (on every rank), then pass it to
+        ``prepare``: under DeepSpeed ZeRO-3 each parameter is partitioned over
+        the ranks as it is created, so no rank ever holds the whole model
+        (Hugging Face ``from_pretrained`` loads each rank's share). Under the
+        other strategies it changes nothing::
+
+            with ctx.model_init():
+                model = MyModel()
+        """
+        return make_runner(self._settings()).init_context()
+
+    def _settings(self, *, save_frozen: bool = True) -> StrategySettings:
+        return StrategySettings(
             strategy=self.spec.get("strategy") or {"type": self.strategy},
             precision=self.precision,
             device=self.device,
@@ -216,13 +241,6 @@ class TrainContext:
             micro_batch_size=self._loaders[0].batch_size if self._loaders else None,
             save_frozen=save_frozen,
         )
-        self._runner = make_runner(settings)
-        if self._export is not None:
-            self._export.capture(model)
-        prepared_model, prepared_optimizer = self._runner.prepare(model, optimizer)
-        if lr_scheduler is not None:
-            self._lr_scheduler = lr_scheduler(self._runner.base_optimizer)
-        return prepared_model, prepared_optimizer
 
     def unwrap(self) -> torch.nn.Module:
         """The user's module inside the strategy's wrapper."""

@@ -25,6 +25,7 @@ from trainplane.jobs.memory import (
 )
 from trainplane.jobs.model_shapes import UnknownShape, shape_from_config
 from trainplane.jobs.placement import ClusterState, Demand, can_ever_hold
+from trainplane.jobs.precision import resolved_precision
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.strategy_choice import (
     CANDIDATES,
@@ -77,7 +78,7 @@ def shape_of(
     return replace(shape, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def workload_of(spec: TrainSpec | FinetuneSpec) -> Workload:
+def workload_of(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool = True) -> Workload:
     info = spec.model
     micro_batch = info.micro_batch_size if info else None
     sequence = info.sequence_length if info else None
@@ -85,7 +86,7 @@ def workload_of(spec: TrainSpec | FinetuneSpec) -> Workload:
         micro_batch = micro_batch or spec.hyperparameters.micro_batch_size
         sequence = sequence or spec.hyperparameters.max_seq_len
     return Workload(
-        precision=spec.precision,
+        precision=resolved_precision(spec.precision, bf16_gpu=on_gpu),
         micro_batch_size=micro_batch,
         sequence_length=sequence,
         activation_checkpointing=bool(info and info.activation_checkpointing),
@@ -122,7 +123,7 @@ def plan_strategy(
     smallest, largest = (sized[0], sized[-1]) if sized else (None, None)
     on_gpu = bool(gpu_holders) or not holders
     shape = shape_of(spec, model_config)
-    workload = workload_of(spec)
+    workload = workload_of(spec, on_gpu=on_gpu)
     requested = spec.strategy.type
     n = resources.gpus
 

@@ -55,6 +55,10 @@ class StrategyRunner:
         self.base_optimizer: torch.optim.Optimizer | None = None
 
     # --- setup ---------------------------------------------------------------
+    def init_context(self) -> contextlib.AbstractContextManager[None]:
+        """Where the model is built before ``prepare`` (see TrainContext.model_init)."""
+        return nothing()
+
     def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
         raise NotImplementedError
 
