@@ -59,17 +59,29 @@ def structure_of(model: torch.nn.Module) -> torch.nn.Module:
     memory) and whose buffers are host copies; shared parameters stay shared."""
     memo: dict[int, Any] = {}
     for parameter in model.parameters():
+        shape, dtype = _shape_and_dtype(parameter)
         memo[id(parameter)] = torch.nn.Parameter(
-            torch.empty_like(parameter, device="meta"), requires_grad=parameter.requires_grad
+            torch.empty(shape, dtype=dtype, device="meta"), requires_grad=parameter.requires_grad
         )
     for buffer in model.buffers():
         memo[id(buffer)] = buffer.detach().to("cpu", copy=True)
     return copy.deepcopy(model, memo)
 
 
+def _shape_and_dtype(parameter: torch.nn.Parameter) -> tuple[torch.Size, torch.dtype]:
+    """A parameter ZeRO-3 partitioned as it was built (``TrainContext.model_init``)
+    holds only this rank's share, already in the 16-bit training dtype: its
+    whole shape is ``ds_shape``, and one that trains is exported as its fp32
+    master."""
+    if not hasattr(parameter, "ds_shape"):
+        return parameter.shape, parameter.dtype
+    trains = parameter.requires_grad and parameter.is_floating_point()
+    return parameter.ds_shape, torch.float32 if trains else parameter.dtype
+
+
 def rebuilt(structure: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
     """``structure`` holding ``state``, each tensor in the dtype the user's
-    module had (a bf16 DeepSpeed engine hands back bf16 weights). A tensor
+    module had (DeepSpeed hands back its fp32 master weights). A tensor
     shared under several names (tied weights) is loaded once and stays shared."""
     wanted = structure.state_dict(keep_vars=True)
     first: dict[int, str] = {}

@@ -1,11 +1,19 @@
 """DeepSpeed ZeRO stage 1, 2 or 3, with optional optimizer and parameter
 offload. The generated config comes from the spec; the user's
 ``strategy.deepspeed.config`` is merged over it. Checkpoints are DeepSpeed's own
-format (one set of files per rank)."""
+format (one set of files per rank).
+
+Under ZeRO-3 a model built inside ``init_context`` (``TrainContext.model_init``)
+is partitioned as it is created. The exported model is the optimizer's fp32
+master copy of the weights that train, not the 16-bit copy the forward uses.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +24,10 @@ from trainplane.runtime.safe_loading import deepspeed_weights_only
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
+    StrategySettings,
     make_optimizer,
-    on_host,
 )
+from trainplane.runtime.strategies.deepspeed_state import full_state, to_dtype
 
 DS_TAG = "deepspeed"
 
@@ -79,29 +88,73 @@ def cpu_adam_for(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
     )
 
 
+def set_deepspeed_environment(settings: StrategySettings) -> None:
+    """Before deepspeed is imported: its accelerator, and where it is, which
+    it reads from torchrun's variables whatever launched us."""
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if settings.device.type == "cuda" else "cpu")
+    os.environ.setdefault("LOCAL_RANK", str(settings.local_rank))
+    os.environ.setdefault("RANK", str(settings.rank))
+    os.environ.setdefault("WORLD_SIZE", str(settings.world_size))
+
+
+def config_of(settings: StrategySettings) -> dict[str, Any]:
+    return deepspeed_config(
+        settings.strategy.get("deepspeed") or {},
+        precision=settings.precision,
+        micro_batch_size=settings.micro_batch_size or 1,
+        grad_accum=settings.grad_accum,
+        max_grad_norm=settings.max_grad_norm,
+        on_gpu=settings.device.type == "cuda",
+    )
+
+
+@contextlib.contextmanager
+def hugging_face_sees_zero3(config: dict[str, Any]) -> Iterator[None]:
+    """While open, transformers' ``from_pretrained`` builds under ZeRO-3's
+    partitioning and loads each rank's share of the checkpoint (rank 0 reads
+    the files, the others only shapes) instead of a whole copy per rank."""
+    if importlib.util.find_spec("transformers") is None:
+        yield
+        return
+    from transformers.integrations.deepspeed import HfDeepSpeedConfig, unset_hf_deepspeed_config
+
+    marker = HfDeepSpeedConfig(config)  # transformers keeps only a weak reference
+    try:
+        yield
+    finally:
+        unset_hf_deepspeed_config()
+        del marker
+
+
 class DeepSpeedRunner(StrategyRunner):
     name = "deepspeed"
     format = "deepspeed"
 
+    def _stage(self) -> int:
+        return int(config_of(self.settings)["zero_optimization"]["stage"])
+
+    @contextlib.contextmanager
+    def init_context(self) -> Iterator[None]:
+        if self._stage() != 3:
+            yield
+            return
+        set_deepspeed_environment(self.settings)
+        import deepspeed
+
+        config = config_of(self.settings)
+        # Each parameter is cast to the training dtype and partitioned as its
+        # module's constructor returns: no rank holds more than its share.
+        with deepspeed.zero.Init(config_dict_or_path=config), hugging_face_sees_zero3(config):
+            yield
+
     def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
         settings = self.settings
         on_gpu = settings.device.type == "cuda"
-        os.environ.setdefault("DS_ACCELERATOR", "cuda" if on_gpu else "cpu")
-        # DeepSpeed reads where it is from torchrun's variables, whatever launched us.
-        os.environ.setdefault("LOCAL_RANK", str(settings.local_rank))
-        os.environ.setdefault("RANK", str(settings.rank))
-        os.environ.setdefault("WORLD_SIZE", str(settings.world_size))
+        set_deepspeed_environment(settings)
         import deepspeed
 
         options = settings.strategy.get("deepspeed") or {}
-        config = deepspeed_config(
-            options,
-            precision=settings.precision,
-            micro_batch_size=settings.micro_batch_size or 1,
-            grad_accum=settings.grad_accum,
-            max_grad_norm=settings.max_grad_norm,
-            on_gpu=on_gpu,
-        )
+        config = config_of(settings)
         built = make_optimizer(optimizer, model.parameters())
         if on_gpu and options.get("offload_optimizer", "none") != "none":
             built = cpu_adam_for(built)
@@ -110,6 +163,11 @@ class DeepSpeedRunner(StrategyRunner):
         engine, ds_optimizer, _, _ = deepspeed.initialize(
             model=model, optimizer=built, config=config
         )
+        if settings.precision != "fp32":
+            # The engine casts the weights, not what the forward is given.
+            engine.module.register_forward_pre_hook(
+                _inputs_to(settings.dtype), prepend=True, with_kwargs=True
+            )
         self.model = engine
         self.optimizer = ds_optimizer
         self.base_optimizer = built
@@ -152,9 +210,13 @@ class DeepSpeedRunner(StrategyRunner):
             raise RuntimeError(f"DeepSpeed found no checkpoint in {folder}")
 
     def full_state_dict(self) -> dict[str, torch.Tensor] | None:
-        if self.model.zero_optimization_partition_weights():
-            # ZeRO-3: gathered one layer at a time onto rank 0's host memory.
-            return self.model._zero3_consolidated_16bit_state_dict()
-        # ZeRO-1/2 partition only optimizer states and gradients: every rank
-        # holds the whole model.
-        return on_host(self.unwrapped().state_dict()) if self.settings.rank == 0 else None
+        # The fp32 master of each parameter that trains, gathered one at a
+        # time onto rank 0's host memory; the others as the module holds them.
+        return full_state(self.unwrapped(), keep=self.settings.rank == 0)
+
+
+def _inputs_to(dtype: torch.dtype) -> Any:
+    def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return to_dtype(args, dtype), to_dtype(kwargs, dtype)
+
+    return hook
