@@ -55,13 +55,43 @@ def load_tokenizer(folder: str) -> Any:
     return tokenizer
 
 
-def load_model(folder: str, method: dict[str, Any]) -> torch.nn.Module:
-    """The base model in fp32 (the strategy casts for mixed precision), with
-    LoRA adapters when ``method.type`` is lora; only they train then."""
+def weights_dtype(precision: str, *, lora: bool, strategy: str) -> torch.dtype:
+    """The dtype the base model is loaded in. The training dtype (bf16 by
+    default on GPUs) where no fp32 copy of the loaded weights is needed: a
+    LoRA base does not train, and DeepSpeed keeps its own fp32 master copy in
+    the optimizer. A full fine-tune under DDP or FSDP2 steps the module's own
+    weights, so they stay fp32 (the strategy casts for the forward)."""
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if low is None or not (lora or strategy == "deepspeed"):
+        return torch.float32
+    return low
+
+
+def numel(parameter: torch.nn.Parameter) -> int:
+    """Its whole size, also when ZeRO-3 left this rank only a share."""
+    return int(getattr(parameter, "ds_numel", parameter.numel()))
+
+
+def load_base(
+    folder: str, *, dtype: torch.dtype = torch.float32, gradient_checkpointing: bool = False
+) -> torch.nn.Module:
+    """The base model in ``dtype``. Transformers builds it on the meta device
+    (or, under ZeRO-3, partitioned) and fills it from the files, so a rank
+    holds at most one copy of the weights, in ``dtype``."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     model.config.use_cache = False  # no KV cache while training
+    if gradient_checkpointing:
+        # Non-reentrant: gradients reach LoRA adapters even though the frozen
+        # embeddings' outputs do not require grad.
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def with_lora(model: torch.nn.Module, method: dict[str, Any]) -> torch.nn.Module:
+    """LoRA adapters on ``model`` when ``method.type`` is lora (only they
+    train then; peft keeps them fp32 on a 16-bit base); else ``model``."""
     if method.get("type") != "lora":
         return model
     from peft import LoraConfig, get_peft_model

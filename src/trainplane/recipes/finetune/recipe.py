@@ -54,7 +54,16 @@ def train(ctx: TrainContext) -> dict[str, float]:
 
     folder = models.local_folder(spec["base_model"])
     tokenizer = models.load_tokenizer(folder)
-    model = models.load_model(folder, method)
+    strategy = (spec.get("strategy") or {}).get("type", "ddp")
+    with ctx.model_init():  # ZeRO-3: each rank loads only its share
+        model = models.load_base(
+            folder,
+            dtype=models.weights_dtype(ctx.precision, lora=lora, strategy=strategy),
+            gradient_checkpointing=bool((spec.get("model") or {}).get("activation_checkpointing")),
+        )
+    # Outside: the adapters are small, and ZeRO-3 would partition them
+    # before peft sets their initial values.
+    model = models.with_lora(model, method)
     length = int(hp["max_seq_len"])
     packing = bool(hp.get("packing"))
     train_set, dropped = tokens.blocks(
@@ -89,8 +98,8 @@ def train(ctx: TrainContext) -> dict[str, float]:
     total = total_steps(hp, len(loader))
     ctx.total_steps = total
     every = eval_interval(hp, total)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    everything = sum(p.numel() for p in model.parameters())
+    trainable = sum(models.numel(p) for p in model.parameters() if p.requires_grad)
+    everything = sum(models.numel(p) for p in model.parameters())
     ctx.log(
         f"trainplane: fine-tuning {type(model).__name__} ({method['type']}, "
         f"{trainable:,} of {everything:,} parameters train) on {len(train_set)} blocks of "
