@@ -1,11 +1,12 @@
-"""Benchmarks keep working: the GPU check where no GPU (and no Ray) is, in its
-CPU smoke mode with a tiny model; the dashboard page timings on a small
+"""Benchmarks keep working: the GPU check and the GPU suite where no GPU (and
+no Ray) is, in their CPU smoke modes with tiny models; the dashboard page timings on a small
 database (every page must answer 200; the times are the benchmark's to judge);
 the load test with a few clients for a few seconds, without a single error."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,38 @@ def test_gpu_check_runs_in_its_cpu_smoke_mode() -> None:
     for line in rows.values():
         tokens_per_second = float(line.split()[2])
         assert tokens_per_second > 0
+
+
+def test_gpu_suite_runs_in_its_cpu_smoke_mode_without_ray(tmp_path: Path) -> None:
+    # A Python package named ray that cannot be imported: the suite, and each
+    # one-worker attempt it runs, must not need Ray.
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('no Ray here')\n")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), "--device", "cpu", "--small"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = {
+        cells[1].strip(): [c.strip() for c in cells[2:-1]]
+        for line in run.stdout.splitlines()
+        if line.startswith("| ") and (cells := line.split("|"))[1].strip() != "row"
+    }
+    assert list(rows) == [
+        *("lm ddp", "lm fsdp", "lm zero1", "lm zero2", "lm zero3"),
+        *("finetune lora", "finetune full", "command (cpu)"),
+    ]
+    for name in ("lm ddp", "lm fsdp", "finetune lora", "finetune full"):
+        tokens_per_s, _, peak_gb, estimate_gb, _, reload, status = rows[name]
+        assert status == "ok", name
+        assert float(tokens_per_s) > 0 and float(peak_gb) > 0 and float(estimate_gb) > 0
+        assert reload.startswith("loss" if name.startswith("lm") else "logits"), name
+    for name in ("lm zero1", "lm zero2", "lm zero3"):
+        assert rows[name][-1].startswith("skipped: DeepSpeed on CPU"), name  # said, in the table
+    assert rows["command (cpu)"][-1] == "ok"
 
 
 def test_dashboard_page_benchmark_loads_every_page() -> None:
