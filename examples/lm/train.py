@@ -98,7 +98,11 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
     loader = ctx.data_loader(
         corpus, batch_size=batch, seed=args["seed"], tokens_per_sample=args["seq_len"]
     )
-    model = TinyLM(args["vocab"], args["d_model"], args["layers"], args["heads"], args["seq_len"])
+    # Built inside model_init: under ZeRO-3 no rank ever holds the whole model.
+    with ctx.model_init():
+        model = TinyLM(
+            args["vocab"], args["d_model"], args["layers"], args["heads"], args["seq_len"]
+        )
     optimizer = torch.optim.AdamW(model.parameters(), lr=args["lr"], weight_decay=0.01)
     steps, warmup = args["steps"], args["warmup"]
 

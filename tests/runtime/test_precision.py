@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from trainplane.runtime.context import TrainContext
+from trainplane.runtime.driver import precision_described
 from trainplane.runtime.precision import set_matmul_precision
 
 
@@ -43,3 +44,10 @@ def test_a_cpu_worker_trains_in_fp32_unless_told(requested: str | None, expected
     spec = {"kind": "train", "entrypoint": {"function": "x:y"}, "precision": requested}
     context = TrainContext(spec, rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
     assert context.precision == expected
+
+
+def test_the_attempts_log_tells_the_precision_the_ranks_will_use() -> None:
+    assert precision_described("fp16", on_gpu=True) == "fp16"
+    assert precision_described(None, on_gpu=False) == "fp32"
+    # The driver may run on a node with no GPU: it states the rule, not a guess.
+    assert precision_described(None, on_gpu=True).startswith("unset: bf16")

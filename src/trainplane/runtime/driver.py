@@ -134,6 +134,15 @@ def _supervisor_pid() -> int | None:
         return None
 
 
+def precision_described(requested: str | None, *, on_gpu: bool) -> str:
+    """The precision for the attempt's log. The driver may run where no GPU
+    is, so an unset precision on a GPU cluster is told as the rule the ranks
+    apply (jobs.precision), not as a guess."""
+    if requested is not None:
+        return requested
+    return "unset: bf16 where the GPU computes it natively, else fp32" if on_gpu else "fp32"
+
+
 def run_function(spec: dict[str, Any], *, on_gpu: bool, secrets: dict[str, str]) -> int:
     """A train function: on one worker right here, on a gang through Ray Train."""
     workers = int(spec["resources"]["gpus"])
@@ -149,7 +158,7 @@ def run_function(spec: dict[str, Any], *, on_gpu: bool, secrets: dict[str, str])
     print(
         f"trainplane: running {function_of(spec)} on {workers} "
         f"{'GPU' if on_gpu else 'CPU'} worker(s), strategy {spec['strategy']['type']}, "
-        f"precision {spec.get('precision', 'fp32')}",
+        f"precision {precision_described(spec.get('precision'), on_gpu=on_gpu)}",
         flush=True,
     )
     try:
