@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from tests.factories import finetune_spec
 from trainplane.jobs.memory import (
     CPU_FRAMEWORK_BYTES,
     CUDA_CONTEXT_BYTES,
@@ -19,7 +20,9 @@ from trainplane.jobs.memory import (
     estimate,
     zero_model_states,
 )
+from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.strategy_choice import HEADROOM, choose_strategy
+from trainplane.services.estimates import workload_of
 
 MIXED = Workload(precision="bf16")
 H100 = 80 * GB
@@ -102,6 +105,50 @@ def test_frozen_parameters_cost_only_their_weights():
     assert lora.gpu["gradients"] == 4 * 2e7
     assert lora.gpu["optimizer_states"] == 8 * 2e7
     assert lora.total < full.total / 3
+
+
+LORA_MIXED = Workload(precision="bf16", lora=True)
+
+
+@pytest.mark.parametrize(
+    ("workload", "strategy", "frozen_bytes"),
+    [
+        (LORA_MIXED, StrategyChoice("ddp"), 2.0),  # the recipe loads the base in bf16
+        (LORA_MIXED, StrategyChoice("fsdp"), 2.0),
+        (LORA_MIXED, zero(2), 2.0),
+        (Workload("fp16", lora=True), StrategyChoice("ddp"), 2.0),
+        (Workload("fp32", lora=True), StrategyChoice("ddp"), 4.0),
+        (Workload("fp32", lora=True), zero(2), 4.0),
+    ],
+    ids=lambda v: getattr(v, "label", None) or getattr(v, "precision", None) or str(v),
+)
+def test_a_lora_base_costs_the_bytes_of_the_dtype_the_recipe_loads_it_in(
+    workload, strategy, frozen_bytes
+):
+    shape = ModelShape(7e9, trainable=2e7, layers=32)
+    got = estimate(shape, workload, strategy, 1)
+    # A world of one: nothing is sharded. The adapters are fp32 (2 bytes
+    # under ZeRO's 16-bit module).
+    adapter_bytes = 2.0 if strategy.type == "deepspeed" and workload.mixed else 4.0
+    expected = (7e9 - 2e7) * frozen_bytes + 2e7 * adapter_bytes
+    assert got.gpu["parameters"] == pytest.approx(expected)
+    if strategy.type != "fsdp":  # (FSDP2 adds the unit it is filling)
+        # Moved to the GPU as loaded: no peak past the steady state.
+        assert got.gpu.get("initialization", 0.0) == 0.0
+
+
+def test_a_lora_fine_tune_spec_is_estimated_with_its_base_in_16_bit():
+    lora = parse_spec(finetune_spec(precision="bf16", strategy={"type": "ddp"}))
+    full = parse_spec(
+        finetune_spec(precision="bf16", strategy={"type": "ddp"}, method={"type": "full"})
+    )
+    assert workload_of(lora).lora and not workload_of(full).lora
+    shape = ModelShape(7e9, trainable=2e7)
+    frozen = 7e9 - 2e7
+    lora_estimate = estimate(shape, workload_of(lora), StrategyChoice("ddp"), 1)
+    train_function = estimate(shape, Workload("bf16"), StrategyChoice("ddp"), 1)
+    # A train function's own frozen weights stay as it built them (fp32).
+    assert train_function.gpu["parameters"] - lora_estimate.gpu["parameters"] == 2 * frozen
 
 
 def test_transformer_activations_follow_the_batch_and_shrink_with_checkpointing():

@@ -12,6 +12,7 @@ import torch
 
 from tests.factories import finetune_spec
 from tests.runtime.test_safe_resume import _no_deepspeed_leftovers  # noqa: F401
+from trainplane.jobs.memory import StrategyChoice, Workload, _frozen_bytes
 from trainplane.jobs.spec import parse_spec
 from trainplane.recipes.finetune import models, recipe
 from trainplane.runtime.context import TrainContext
@@ -40,6 +41,11 @@ def test_the_base_loads_in_the_training_dtype_unless_its_weights_are_the_master(
     precision: str, lora: bool, strategy: str, expected: torch.dtype
 ) -> None:
     assert models.weights_dtype(precision, lora=lora, strategy=strategy) == expected
+    # The memory estimate counts a LoRA base by the same rule.
+    if lora:
+        workload = Workload(precision, lora=True)
+        choice = StrategyChoice(strategy, stage=2 if strategy == "deepspeed" else None)
+        assert _frozen_bytes(workload, choice) == expected.itemsize
 
 
 def test_a_bf16_base_with_gradient_checkpointing_trains_its_fp32_adapters(tiny_llama: Path):

@@ -9,7 +9,8 @@ the gradients, stage 3 also the weights. FSDP2 shards everything like stage
 3, but keeps fp32 weights and gradients (the strategy casts for the forward),
 so its 16 bytes split 4 + 4 + 8. Offload moves the optimizer states (and with
 ``offload_param`` the weights) to host memory. Parameters that do not train (a
-LoRA's frozen base) cost only their weights. DeepSpeed keeps its fp32 partition of
+LoRA's frozen base) cost only their weights, in the precision the fine-tune
+recipe loads them in (16-bit under mixed precision). DeepSpeed keeps its fp32 partition of
 the weights even for an fp32 model, so its K stays 12.
 
 On top of the model states come:
@@ -47,6 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trainplane.jobs.precision import loaded_precision
+
 GB = 1e9  # decimal, as GPU memory is sold and as the ZeRO paper counts
 # Per GPU, whatever the job: the CUDA context and the cuBLAS/cuDNN workspaces.
 CUDA_CONTEXT_BYTES = 1.0 * GB
@@ -74,6 +77,7 @@ UNITS_IN_FLIGHT = 2
 ASSUMED_UNITS = 8
 # Adam's states (with mixed precision, also the fp32 master weights).
 OPTIMIZER_BYTES = {"mixed": 12.0, "fp32": 8.0}
+BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,9 @@ class Workload:
     # Fused attention (PyTorch's SDPA, FlashAttention) keeps no attention
     # matrix for the backward; the eager kind keeps a*s*s per layer.
     fused_attention: bool = True
+    # A LoRA fine-tune: the recipe loads the frozen base in the training
+    # precision (jobs.precision.loaded_precision).
+    lora: bool = False
 
     @property
     def mixed(self) -> bool:
@@ -204,7 +211,7 @@ def estimate(
     notes: list[str] = []
     weights, grads, optim = _bytes_per_parameter(workload, strategy)
     trained, frozen = model.trained, model.frozen
-    frozen_bytes = frozen * weights
+    frozen_bytes = frozen * _frozen_bytes(workload, strategy)
 
     # --- model states, sharded per strategy ---------------------------------
     full_weights = trained * weights + frozen_bytes
@@ -274,7 +281,7 @@ def estimate(
     if on_gpu:
         # On CPU workers the model is built in the same memory before any
         # strategy runs: what is measured there is the steady state.
-        peak = _initialization_peak(model, strategy, n, unit_params)
+        peak = _initialization_peak(model, workload, strategy, n)
         gpu["initialization"] = max(0.0, peak - sum(gpu.values()))
         if gpu["initialization"]:
             notes.append(
@@ -292,22 +299,34 @@ def estimate(
     return MemoryEstimate(strategy, n, gpu, host, tuple(notes))
 
 
+def _frozen_bytes(workload: Workload, strategy: StrategyChoice) -> float:
+    """Bytes per parameter that does not train: a LoRA base as the recipe
+    loads it, else as the strategy keeps the trained ones."""
+    if workload.lora:
+        return BYTES[loaded_precision(workload.precision, lora=True, strategy=strategy.type)]
+    return _bytes_per_parameter(workload, strategy)[0]
+
+
 def _initialization_peak(
-    model: ModelShape, strategy: StrategyChoice, n: int, unit_params: float
+    model: ModelShape, workload: Workload, strategy: StrategyChoice, n: int
 ) -> float:
     """Bytes on one GPU while the strategy sets the model up."""
+    # The model as built: fp32, but a LoRA base as the recipe loads it.
+    built = model.trained * BUILT_BYTES + model.frozen * (
+        _frozen_bytes(workload, strategy) if workload.lora else BUILT_BYTES
+    )
     if strategy.type == "fsdp":
         if strategy.offload_optimizer:
             return 0.0  # the shards are filled in host memory
-        # Its fp32 shards, and the one whole unit being filled from rank 0.
-        return model.parameters * BUILT_BYTES / n + unit_params * BUILT_BYTES
+        # Its shards, and the one whole unit being filled from rank 0.
+        return built / n + built / (model.layers or ASSUMED_UNITS)
     if strategy.type == "deepspeed" and (strategy.stage or 2) == 3:
         if strategy.offload_param:
             return 0.0  # the partitions are made in host memory
         # Partitioned as it is built or moved: one parameter at a time whole.
-        return model.parameters * BUILT_BYTES / n
+        return built / n
     # DDP, ZeRO-1/2: the model as built, moved whole before it is wrapped.
-    return model.parameters * BUILT_BYTES
+    return built
 
 
 def _bytes_per_parameter(

@@ -23,3 +23,14 @@ def allows_tf32(requested: str | None) -> bool:
     those outside autocast; with precision unset, all), unless the spec asks
     for fp32 by name: then fp32 means IEEE fp32."""
     return requested != "fp32"
+
+
+def loaded_precision(precision: str, *, lora: bool, strategy: str) -> str:
+    """The precision the fine-tune recipe loads its base model in: the
+    training precision where no fp32 copy of the loaded weights is needed (a
+    LoRA base does not train, and DeepSpeed keeps its own fp32 master copy in
+    the optimizer); fp32 for a full fine-tune under DDP or FSDP2, which steps
+    the module's own weights (the strategy casts for the forward)."""
+    if precision == "fp32" or not (lora or strategy == "deepspeed"):
+        return "fp32"
+    return precision

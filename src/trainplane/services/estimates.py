@@ -90,6 +90,7 @@ def workload_of(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool = True) -> Workl
         micro_batch_size=micro_batch,
         sequence_length=sequence,
         activation_checkpointing=bool(info and info.activation_checkpointing),
+        lora=isinstance(spec, FinetuneSpec) and spec.method.type == "lora",
     )
 
 

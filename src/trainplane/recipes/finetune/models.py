@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from trainplane.jobs.precision import loaded_precision
+
 CACHE_ENV = "TRAINPLANE_CACHE_DIR"
 
 
@@ -56,15 +58,10 @@ def load_tokenizer(folder: str) -> Any:
 
 
 def weights_dtype(precision: str, *, lora: bool, strategy: str) -> torch.dtype:
-    """The dtype the base model is loaded in. The training dtype (bf16 by
-    default on GPUs) where no fp32 copy of the loaded weights is needed: a
-    LoRA base does not train, and DeepSpeed keeps its own fp32 master copy in
-    the optimizer. A full fine-tune under DDP or FSDP2 steps the module's own
-    weights, so they stay fp32 (the strategy casts for the forward)."""
-    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if low is None or not (lora or strategy == "deepspeed"):
-        return torch.float32
-    return low
+    """The dtype the base model is loaded in (the rule the memory estimate
+    counts too: jobs.precision.loaded_precision)."""
+    loaded = loaded_precision(precision, lora=lora, strategy=strategy)
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(loaded, torch.float32)
 
 
 def numel(parameter: torch.nn.Parameter) -> int:
@@ -72,15 +69,28 @@ def numel(parameter: torch.nn.Parameter) -> int:
     return int(getattr(parameter, "ds_numel", parameter.numel()))
 
 
+def building_on_meta() -> bool:
+    """Whether new tensors land on the meta device here (a ``torch.device``
+    context or default device)."""
+    return torch.empty(0).device.type == "meta"
+
+
 def load_base(
     folder: str, *, dtype: torch.dtype = torch.float32, gradient_checkpointing: bool = False
 ) -> torch.nn.Module:
     """The base model in ``dtype``. Transformers builds it on the meta device
     (or, under ZeRO-3, partitioned) and fills it from the files, so a rank
-    holds at most one copy of the weights, in ``dtype``."""
-    from transformers import AutoModelForCausalLM
+    holds at most one copy of the weights, in ``dtype``. Built on the meta
+    device (FSDP2's ranks but 0, see TrainContext.model_init) it is the
+    architecture alone, from config.json: the strategy fills it from rank 0."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    if building_on_meta():
+        # from_pretrained refuses a meta device: it would read the weights.
+        config = AutoConfig.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     model.config.use_cache = False  # no KV cache while training
     if gradient_checkpointing:
         # Non-reentrant: gradients reach LoRA adapters even though the frozen
