@@ -1,8 +1,9 @@
 """Two real ranks under torchrun (gloo), running tests/runtime/two_ranks.py:
 FSDP2 materializes a model shard by shard (a rank building it on the meta
 device never holds all of it, and training matches DDP over full copies),
-and the runtime's bookkeeping collectives wait on their own group, past the
-training group's timeout."""
+the fine-tune recipe under FSDP2 loads the base on rank 0 alone and trains
+as DDP over full copies, and the runtime's bookkeeping collectives wait on
+their own group, past the training group's timeout."""
 
 from __future__ import annotations
 
@@ -46,6 +47,24 @@ def test_sharded_init_trains_as_ddp_over_full_copies(two_ranks):
         assert rank0["meta"][name] == pytest.approx([total, largest], rel=1e-5, abs=1e-5), name
         # Rank 1 built its copy with another seed: the shards still came from rank 0.
         assert rank0["copies"][name] == rank0["meta"][name], name
+
+
+def test_the_finetune_recipe_under_fsdp_loads_the_base_on_rank_0_alone(two_ranks):
+    rank0, rank1 = (ranks["finetune"] for ranks in two_ranks)
+    size = rank0["model_bytes"]  # the LoRA model as rank 0 built it, in bf16
+    assert not rank0["built_on_meta"] and rank1["built_on_meta"]
+    assert rank1["dtypes"] == rank0["dtypes"]  # the same rule on every rank
+    assert rank1["build_peak"] < 0.1 * size, (rank1["build_peak"], size)
+    # Loading it whole, as every rank did before, is seen.
+    assert rank1["full_copy_peak"] > 0.8 * size, (rank1["full_copy_peak"], size)
+
+
+def test_the_finetune_recipe_under_fsdp_trains_as_ddp_over_full_copies(two_ranks):
+    finetune = two_ranks[0]["finetune"]
+    # Rank 1's adapters were on the meta device: they took rank 0's values.
+    assert finetune["adapters_moved"]
+    worst = max(finetune["fsdp_vs_ddp"].items(), key=lambda item: item[1])
+    assert worst[1] < 1e-5, worst
 
 
 def test_bookkeeping_waits_for_rank_0_past_the_training_groups_timeout(two_ranks):

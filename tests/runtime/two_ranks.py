@@ -9,6 +9,9 @@ First it trains one model three ways:
   seed (the shards come from rank 0 all the same);
 - ``ddp``: DDP over full copies built alike, the reference.
 
+Then the fine-tune recipe builds and trains a LoRA model on a tiny Llama
+(``finetune``: see finetune_two_ranks.py).
+
 Then the training group's timeout is cut to a second, and rank 1 waits
 longer than that in each bookkeeping collective while rank 0 is busy:
 ``bookkeeping`` is what those returned (a timeout raises).
@@ -24,6 +27,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import finetune_two_ranks  # this script's sibling: its folder is on sys.path
 import torch
 import torch.distributed as dist
 
@@ -103,6 +107,7 @@ def main(out: Path) -> None:
     gc.collect()
     record["meta"], record["meta_prepare_peak"] = train("fsdp", build(0, on_meta=rank != 0), rank)
     record["ddp"], _ = train("ddp", build(0, on_meta=False), rank)
+    record["finetune"] = finetune_two_ranks.run(out / "finetune", rank)
     record["bookkeeping"] = wait_for_rank_0(rank)
     (out / f"rank-{rank}.json").write_text(json.dumps(record))
     process_groups.leave()

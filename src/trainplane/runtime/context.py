@@ -220,8 +220,13 @@ class TrainContext:
         """Build the model inside this (on every rank), then pass it to
         ``prepare``: under DeepSpeed ZeRO-3 each parameter is partitioned over
         the ranks as it is created, so no rank ever holds the whole model
-        (Hugging Face ``from_pretrained`` loads each rank's share). Under the
-        other strategies it changes nothing::
+        (Hugging Face ``from_pretrained`` loads each rank's share). Under FSDP2
+        every rank but 0 builds it on the meta device (no memory) and
+        ``prepare`` fills their shards from rank 0's weights, so only rank 0
+        holds the whole model, in host memory; ``from_pretrained`` refuses a
+        meta device, so load the weights there on rank 0 and build from the
+        config elsewhere (``from_config``), as the fine-tune recipe does.
+        Under DDP it changes nothing::
 
             with ctx.model_init():
                 model = MyModel()

@@ -44,6 +44,28 @@ def eval_interval(hp: dict[str, Any], total: int) -> int:
     return int(hp.get("eval_every_steps") or max(1, total // EVALS_PER_RUN))
 
 
+def build_model(ctx: TrainContext, folder: str) -> torch.nn.Module:
+    """The base model from ``folder``, with LoRA adapters if the spec asks.
+    Inside ctx.model_init: under ZeRO-3 each rank loads only its share, under
+    FSDP2 only rank 0 loads the weights (the others build on the meta device)."""
+    spec = ctx.spec
+    method = spec.get("method") or {"type": "full"}
+    strategy = (spec.get("strategy") or {}).get("type", "ddp")
+    with ctx.model_init():
+        model = models.load_base(
+            folder,
+            dtype=models.weights_dtype(
+                ctx.precision, lora=method.get("type") == "lora", strategy=strategy
+            ),
+            gradient_checkpointing=bool((spec.get("model") or {}).get("activation_checkpointing")),
+        )
+    # Outside: the adapters are small, and ZeRO-3 would partition them
+    # before peft sets their initial values. Under FSDP2 they follow the base
+    # onto the meta device on ranks but 0, and prepare() gives every rank
+    # rank 0's initial values.
+    return models.with_lora(model, method)
+
+
 def train(ctx: TrainContext) -> dict[str, float]:
     spec = ctx.spec
     hp = spec["hyperparameters"]
@@ -54,16 +76,7 @@ def train(ctx: TrainContext) -> dict[str, float]:
 
     folder = models.local_folder(spec["base_model"])
     tokenizer = models.load_tokenizer(folder)
-    strategy = (spec.get("strategy") or {}).get("type", "ddp")
-    with ctx.model_init():  # ZeRO-3: each rank loads only its share
-        model = models.load_base(
-            folder,
-            dtype=models.weights_dtype(ctx.precision, lora=lora, strategy=strategy),
-            gradient_checkpointing=bool((spec.get("model") or {}).get("activation_checkpointing")),
-        )
-    # Outside: the adapters are small, and ZeRO-3 would partition them
-    # before peft sets their initial values.
-    model = models.with_lora(model, method)
+    model = build_model(ctx, folder)
     length = int(hp["max_seq_len"])
     packing = bool(hp.get("packing"))
     train_set, dropped = tokens.blocks(

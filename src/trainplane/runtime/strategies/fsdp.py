@@ -2,11 +2,14 @@
 across ranks. Each block inside a ``ModuleList`` (the layers of a transformer)
 is its own shard unit, then the root. The model is sharded on the meta device
 and its shards filled from rank 0 (``sharded_init``): no rank ever holds the
-whole model on its GPU. Checkpoints are sharded with
+whole model on its GPU. Built inside ``init_context`` (``TrainContext.model_init``)
+it is on the meta device on every rank but 0, so only rank 0 ever holds the
+whole model, in host memory. Checkpoints are sharded with
 torch.distributed.checkpoint, so they load at another world size too."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from trainplane.runtime.strategies.base import (
     OptimizerArg,
     StrategyRunner,
     clip,
+    nothing,
     rebuild_optimizer,
 )
 from trainplane.runtime.strategies.sharded_init import materialize, release
@@ -45,6 +49,12 @@ def shard_units(model: torch.nn.Module) -> list[torch.nn.Module]:
 class FSDPRunner(StrategyRunner):
     name = "fsdp"
     format = "dcp"
+
+    def init_context(self) -> contextlib.AbstractContextManager[None]:
+        # Rank 0 builds the model with its weights; the other ranks build the
+        # architecture alone, taking no memory: prepare() fills their shards
+        # from rank 0's weights.
+        return nothing() if self.settings.rank == 0 else torch.device("meta")
 
     def prepare(self, model: torch.nn.Module, optimizer: OptimizerArg) -> tuple[Any, Any]:
         settings = self.settings
