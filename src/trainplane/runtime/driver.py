@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from trainplane.net import free_port
-from trainplane.recipes import function_of
+from trainplane.jobs.entrypoints import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption

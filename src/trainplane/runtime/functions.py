@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainplane.recipes import function_of
+from trainplane.jobs.entrypoints import function_of
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.preemption import Preempted
