@@ -17,8 +17,8 @@ import time
 import traceback
 from typing import Any
 
-from trainplane.net import free_port
 from trainplane.jobs.entrypoints import function_of
+from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
