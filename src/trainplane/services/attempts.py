@@ -29,11 +29,10 @@ from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, cluster_start_timeout
 from trainplane.services.leases import claim_due
 from trainplane.services.preemption import preemptor_name
-from trainplane.services.status import set_status
+from trainplane.services.status import SCHEDULER_ACTOR, set_status
 
 A = AttemptStatus
 _LIVE_VALUES = [s.value for s in LIVE_ATTEMPT_STATUSES]
-SCHEDULER = "scheduler"
 # The stop_reason of an attempt stopped because its step stopped advancing.
 STUCK = "stuck"
 LOG_TAIL_BYTES = 64 * 1024
@@ -266,7 +265,7 @@ def _apply(
     status = JobStatus(job.status)
 
     def move(target: JobStatus, reason: str, message: str = "") -> None:
-        set_status(session, job, target, reason=reason, message=message, actor=SCHEDULER)
+        set_status(session, job, target, reason=reason, message=message, actor=SCHEDULER_ACTOR)
         applied.job_status = target
 
     if isinstance(outcome, Launched):
@@ -492,7 +491,7 @@ def requeue_restarts(session: Session, now: datetime) -> int:
                     job,
                     JobStatus.QUEUED,
                     reason="restart backoff over; back in the queue",
-                    actor=SCHEDULER,
+                    actor=SCHEDULER_ACTOR,
                 )
             except StaleStateError:
                 continue

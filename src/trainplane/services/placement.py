@@ -23,10 +23,9 @@ from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
 from trainplane.services.quotas import project_quotas, project_shares
-from trainplane.services.status import set_status_many
+from trainplane.services.status import SCHEDULER_ACTOR, set_status_many
 from trainplane.services.tracking import start_tracking
 
-SCHEDULER_ACTOR = "scheduler"
 # How long after its victims were asked to stop a preemptor keeps its first
 # claim on the GPUs they free: past the grace period, plus time to notice.
 EARMARK_SLACK_SECONDS = 120.0

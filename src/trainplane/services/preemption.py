@@ -36,9 +36,8 @@ from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStat
 from trainplane.services.clusters import cluster_states
 from trainplane.services.placement import load_queue
 from trainplane.services.quotas import project_quotas
-from trainplane.services.status import record_note
+from trainplane.services.status import SCHEDULER_ACTOR, record_note
 
-SCHEDULER = "scheduler"
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
 
 
@@ -111,7 +110,7 @@ def preempt_for_waiting_jobs(
                         f"{choice.preemptor.gpus} GPUs on cluster {cluster}; asked to "
                         f"checkpoint and stop within {format_duration(int(grace_seconds))}"
                     ),
-                    actor=SCHEDULER,
+                    actor=SCHEDULER_ACTOR,
                 )
                 record_note(
                     session,
@@ -121,7 +120,7 @@ def preempt_for_waiting_jobs(
                         f"preempting job {victim.job_id} ({jobs[victim.job_id]}, "
                         f"{victim.gpus} GPUs on cluster {cluster}) to start"
                     ),
-                    actor=SCHEDULER,
+                    actor=SCHEDULER_ACTOR,
                 )
                 asked.append(Asked(preemptor, victim.job_id, victim.attempt_id, cluster))
         return asked

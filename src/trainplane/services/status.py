@@ -17,6 +17,10 @@ from trainplane.db.models import Job, JobEvent
 from trainplane.errors import InvalidTransitionError, StaleStateError
 from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus, is_allowed
 
+# The actor named on events the scheduler's own loops write (users' events name
+# the user or token instead).
+SCHEDULER_ACTOR = "scheduler"
+
 
 def _write_event(session: Session, **values: object) -> JobEvent:
     # A plain INSERT rather than session.add(): events are write-once, and the
