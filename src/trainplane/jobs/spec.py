@@ -2,296 +2,89 @@
 
 Validation is strict: unknown fields are rejected everywhere, and every rule that
 involves several fields raises an error that names the field to fix. The models
-are the single definition of the spec; the API, the CLI and the scheduler read
-them, and the stored spec of a job is ``spec.model_dump(mode="json")``.
+are the single definition of the spec and of its defaults; the API, the CLI and
+the scheduler read them, and the stored spec of a job is
+``spec.model_dump(mode="json")``. Each process that is handed a stored spec
+(the scheduler's launch, the attempt's driver, each rank) turns it back into
+these models once, with :func:`load_spec`, and passes the typed spec on.
+
+The sections shared by every kind live in ``trainplane.jobs.spec_sections``
+and are exported from here by name.
 """
 
 from __future__ import annotations
 
-import re
-from enum import IntEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
-    StringConstraints,
     TypeAdapter,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from trainplane.code_bundles import DIGEST_PATTERN
 from trainplane.jobs.durations import parse_duration
-from trainplane.jobs.environment import (
-    SecretKey,
-    check_not_in_env,
-    env_values,
-    secret_refs,
-)
 from trainplane.jobs.spec_fields import (
     Duration,
     JobName,
-    JsonObject,
     ModelName,
     NonEmptyStr,
     ProjectName,
     ShortStr,
-    StorageUri,
     Strict,
     location,
-    storage_uri,
+)
+from trainplane.jobs.spec_sections import (
+    Checkpoint,
+    DeepSpeedOptions,
+    Entrypoint,
+    FSDPOptions,
+    KeepBest,
+    ModelInfo,
+    OffloadDevice,
+    Priority,
+    RegisterModel,
+    Resources,
+    Retries,
+    Strategy,
+    StrategyType,
+    Tracking,
 )
 
-_FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-# --- sections -------------------------------------------------------------------
-
-
-class Entrypoint(Strict):
-    function: str | None = Field(
-        default=None, description="`module:function` taking a TrainContext."
-    )
-    script: NonEmptyStr | None = Field(default=None, description="Python script run per worker.")
-    command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
-    args: JsonObject = Field(default_factory=dict)
-    working_dir: NonEmptyStr = "."
-    code: str | None = Field(
-        default=None,
-        pattern=DIGEST_PATTERN,
-        description="An uploaded code bundle (POST /v1/projects/{project}/bundles) "
-        "the job runs in, instead of a working_dir.",
-    )
-    env: dict[str, str] = Field(
-        default_factory=dict,
-        description="Configuration, not secret: viewers of the project see the names only.",
-    )
-    secrets: dict[str, SecretKey] = Field(
-        default_factory=dict,
-        max_length=256,
-        description="ENV_VAR: project secret key. The value is put in the job's "
-        "environment at launch, and shown nowhere.",
-    )
-    pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
-
-    @field_validator("function")
-    @classmethod
-    def _function_ref(cls, value: str | None) -> str | None:
-        if value is not None and not _FUNCTION_REF.fullmatch(value):
-            raise PydanticCustomError(
-                "function_ref", "'{value}' must look like module.path:function", {"value": value}
-            )
-        return value
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return env_values(value)
-
-    @field_validator("secrets", mode="before")
-    @classmethod
-    def _secret_names(cls, value: Any) -> Any:
-        return secret_refs(value)
-
-    @field_validator("secrets")
-    @classmethod
-    def _secrets_not_in_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        # env comes before secrets, so it is validated already.
-        check_not_in_env(value, info.data.get("env"))
-        return value
-
-    @model_validator(mode="after")
-    def _exactly_one_form(self) -> Entrypoint:
-        given = [n for n in ("function", "script", "command") if getattr(self, n) is not None]
-        if len(given) != 1:
-            raise PydanticCustomError(
-                "entrypoint_form",
-                "entrypoint needs exactly one of function, script or command (got {got})",
-                {"got": ", ".join(given) or "none"},
-            )
-        if self.code is not None and self.working_dir != ".":
-            raise PydanticCustomError(
-                "code_and_working_dir",
-                "entrypoint.code is the job's working folder: leave working_dir out",
-            )
-        return self
-
-
-class Resources(Strict):
-    gpus: int = Field(default=1, ge=1, le=4096, description="Total accelerators = workers.")
-    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
-    gpu_type: ShortStr | None = None
-    cpus_per_worker: float = Field(default=1, gt=0, le=512)
-
-    @model_validator(mode="after")
-    def _whole_nodes(self) -> Resources:
-        if self.gpus_per_node is not None and self.gpus % self.gpus_per_node:
-            raise PydanticCustomError(
-                "gpus_per_node",
-                "gpus ({gpus}) must be a multiple of gpus_per_node ({per_node})",
-                {"gpus": self.gpus, "per_node": self.gpus_per_node},
-            )
-        return self
-
-    @property
-    def nodes(self) -> int:
-        return self.gpus // (self.gpus_per_node or self.gpus)
-
-
-OffloadDevice = Literal["none", "cpu", "nvme"]
-
-
-class DeepSpeedOptions(Strict):
-    stage: int = Field(default=2, ge=1, le=3, description="ZeRO stage 1, 2 or 3.")
-    offload_optimizer: OffloadDevice = "none"
-    offload_param: OffloadDevice = "none"
-    config: JsonObject = Field(
-        default_factory=dict, description="Merged over the generated DeepSpeed config."
-    )
-
-    @field_validator("offload_optimizer", "offload_param")
-    @classmethod
-    def _no_nvme_yet(cls, value: str) -> str:
-        # DeepSpeed's NVMe offload needs an nvme_path and its async_io
-        # extension, which the worker image does not build: it would crash
-        # at init, after the job waited for its GPUs.
-        if value == "nvme":
-            raise PydanticCustomError(
-                "offload_nvme",
-                "nvme offload is not supported yet: use cpu (host memory) or none",
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _param_offload_needs_stage_3(self) -> DeepSpeedOptions:
-        if self.offload_param != "none" and self.stage != 3:
-            raise PydanticCustomError(
-                "offload_param",
-                "offload_param needs ZeRO stage 3 (stage is {stage})",
-                {"stage": self.stage},
-            )
-        return self
-
-
-class FSDPOptions(Strict):
-    reshard_after_forward: bool = True
-    cpu_offload: bool = False
-
-
-StrategyType = Literal["ddp", "fsdp", "deepspeed", "auto"]
-
-
-class Strategy(Strict):
-    type: StrategyType = "ddp"
-    deepspeed: DeepSpeedOptions | None = None
-    fsdp: FSDPOptions | None = None
-
-    @model_validator(mode="after")
-    def _options_match_type(self) -> Strategy:
-        # `auto` may carry both: the options of whichever strategy it picks apply.
-        if self.deepspeed is not None and self.type not in ("deepspeed", "auto"):
-            raise PydanticCustomError(
-                "strategy_options",
-                "deepspeed options (ZeRO stage, offload) need strategy.type deepspeed, not {type}",
-                {"type": self.type},
-            )
-        if self.fsdp is not None and self.type not in ("fsdp", "auto"):
-            raise PydanticCustomError(
-                "strategy_options",
-                "fsdp options need strategy.type fsdp, not {type}",
-                {"type": self.type},
-            )
-        return self
-
-
-class ModelInfo(Strict):
-    """What the memory estimate (and ``strategy: auto``) knows of the model.
-    A fine-tune's is read from its base model's config.json; set fields here
-    override it."""
-
-    parameters: float | None = Field(default=None, gt=0, le=1e14)
-    trainable_parameters: float | None = Field(
-        default=None, gt=0, le=1e14, description="Default: every parameter trains."
-    )
-    layers: int | None = Field(default=None, ge=1, le=10_000)
-    hidden_size: int | None = Field(default=None, ge=1, le=1_000_000)
-    heads: int | None = Field(default=None, ge=1, le=10_000)
-    vocab_size: int | None = Field(default=None, ge=1, le=100_000_000)
-    sequence_length: int | None = Field(
-        default=None,
-        ge=1,
-        le=10_000_000,
-        description="Tokens per sample; omit for non-sequence models.",
-    )
-    micro_batch_size: int | None = Field(default=None, ge=1, le=1_000_000, description="Per GPU.")
-    activation_checkpointing: bool = False
-
-
-class KeepBest(Strict):
-    metric: ShortStr
-    mode: Literal["min", "max"] = "min"
-
-
-class Checkpoint(Strict):
-    every_steps: int | None = Field(default=None, ge=1)
-    every_minutes: float | None = Field(default=None, gt=0, le=10_080)
-    keep_last: int = Field(default=3, ge=1, le=1000)
-    keep_best: KeepBest | None = None
-    storage: StorageUri | None = Field(
-        default=None, description="s3://bucket/prefix or an absolute path."
-    )
-    resume: NonEmptyStr = Field(default="auto", description="auto, never, or a checkpoint URI.")
-
-    @field_validator("storage")
-    @classmethod
-    def _storage(cls, value: str | None) -> str | None:
-        return None if value is None else storage_uri(value)
-
-    @field_validator("resume")
-    @classmethod
-    def _resume(cls, value: str) -> str:
-        return value if value in ("auto", "never") else storage_uri(value)
-
-
-class Retries(Strict):
-    max_restarts: int = Field(default=0, ge=0, le=100)
-    backoff_seconds: float = Field(default=30, ge=0, le=86_400)
-
-
-class Priority(IntEnum):
-    """Stored as a number so queues can order by it."""
-
-    low = 0
-    normal = 50
-    high = 100
-
-
-class Tracking(Strict):
-    experiment: ShortStr | None = None
-    tags: dict[ShortStr, Annotated[str, StringConstraints(max_length=5000)]] = Field(
-        default_factory=dict
-    )
-
-
-class RegisterModel(Strict):
-    name: ModelName
-    alias: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,254}$")] | None = (
-        None
-    )
-
-    @field_validator("alias")
-    @classmethod
-    def _not_reserved(cls, value: str | None) -> str | None:
-        # MLflow keeps these for itself: models:/name@latest, and vN for versions.
-        if value is not None and (value.lower() == "latest" or re.fullmatch(r"[vV]\d+", value)):
-            raise PydanticCustomError(
-                "alias_reserved",
-                "'{value}' is reserved by MLflow; pick another alias",
-                {"value": value},
-            )
-        return value
+__all__ = [
+    "SPEC_KINDS",
+    "Checkpoint",
+    "Dataset",
+    "DeepSpeedOptions",
+    "Entrypoint",
+    "FSDPOptions",
+    "FinetuneSpec",
+    "Hyperparameters",
+    "JobName",
+    "JobSpec",
+    "KeepBest",
+    "Method",
+    "ModelInfo",
+    "ModelName",
+    "OffloadDevice",
+    "Optimization",
+    "Priority",
+    "ProjectName",
+    "RegisterModel",
+    "Resources",
+    "Retries",
+    "SpecError",
+    "Strategy",
+    "StrategyType",
+    "Tracking",
+    "TrainSpec",
+    "job_spec_adapter",
+    "load_spec",
+    "parse_spec",
+]
 
 
 class _JobCommon(Strict):
@@ -467,3 +260,30 @@ SPEC_KINDS = ("train", "finetune")
 def parse_spec(data: Any) -> TrainSpec | FinetuneSpec:
     """Validate a decoded spec document; raises pydantic.ValidationError."""
     return job_spec_adapter.validate_python(data)
+
+
+class SpecError(ValueError):
+    """A spec handed to a process does not parse; the message names each
+    field at fault (``resources.gpus: ...``)."""
+
+
+def load_spec(document: Any) -> TrainSpec | FinetuneSpec:
+    """The typed spec of a stored spec document (the API's validated,
+    normalized dump), at the boundary of the process it was handed to. The
+    same models as the API's: whatever the server stored parses again."""
+    try:
+        return parse_spec(document)
+    except ValidationError as exc:
+        raise SpecError(f"the job's spec does not parse: {spec_errors(exc)}") from None
+
+
+def spec_errors(exc: ValidationError) -> str:
+    """Each error as ``field.path: message``, without the union's kind tag."""
+    described = []
+    for error in exc.errors():
+        where = list(error["loc"])
+        if where and where[0] in SPEC_KINDS:
+            where = where[1:]  # the discriminated union's branch, not a field
+        path = ".".join(str(part) for part in where) or "spec"
+        described.append(f"{path}: {error['msg']}")
+    return "; ".join(described)
