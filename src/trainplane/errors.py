@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 
-class TrainplaneError(Exception):
+class ServiceError(Exception):
     """Base class. ``detail`` is safe to show to the caller."""
 
     def __init__(self, detail: str) -> None:
@@ -12,11 +12,11 @@ class TrainplaneError(Exception):
         self.detail = detail
 
 
-class NotFoundError(TrainplaneError):
+class NotFoundError(ServiceError):
     """The resource does not exist, or the caller may not see it."""
 
 
-class ConflictError(TrainplaneError):
+class ConflictError(ServiceError):
     """The request is valid but clashes with the current state."""
 
 
@@ -28,7 +28,7 @@ class StaleStateError(ConflictError):
     """Another writer changed the row between our read and our write."""
 
 
-class InvalidInputError(TrainplaneError):
+class InvalidInputError(ServiceError):
     """Input that passed schema validation but is wrong in context.
 
     ``field`` is the dotted path of the offending field, for the caller to fix.
@@ -50,19 +50,19 @@ class InvalidInputsError(InvalidInputError):
         self.problems = problems
 
 
-class UnauthenticatedError(TrainplaneError):
+class UnauthenticatedError(ServiceError):
     """The request carries no credential, or one that does not check out."""
 
 
-class ForbiddenError(TrainplaneError):
+class ForbiddenError(ServiceError):
     """The caller is known but its role does not allow this."""
 
 
-class UpstreamError(TrainplaneError):
+class UpstreamError(ServiceError):
     """Something trainplane depends on (checkpoint storage, ...) failed to answer."""
 
 
-class RateLimitedError(TrainplaneError):
+class RateLimitedError(ServiceError):
     """The caller sends faster than it may; it may try again after
     ``retry_after_seconds``."""
 

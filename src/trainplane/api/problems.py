@@ -27,7 +27,7 @@ from trainplane.errors import (
     InvalidInputsError,
     NotFoundError,
     RateLimitedError,
-    TrainplaneError,
+    ServiceError,
     UnauthenticatedError,
     UpstreamError,
 )
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
 RETRY_AFTER_SECONDS = 5
 
-STATUS_BY_ERROR: dict[type[TrainplaneError], int] = {
+STATUS_BY_ERROR: dict[type[ServiceError], int] = {
     UnauthenticatedError: 401,
     ForbiddenError: 403,
     NotFoundError: 404,
@@ -155,7 +155,7 @@ def validation_problem(errors: list[dict[str, Any]]) -> JSONResponse:
     return problem(422, detail, errors=described)
 
 
-def domain_problem(exc: TrainplaneError) -> JSONResponse:
+def domain_problem(exc: ServiceError) -> JSONResponse:
     status = next((code for cls, code in STATUS_BY_ERROR.items() if isinstance(exc, cls)), 500)
     if isinstance(exc, InvalidInputsError):
         errors = [FieldError(field=f, message=m, type="invalid") for f, m in exc.problems]
@@ -185,7 +185,7 @@ def database_unavailable(exc: Exception) -> JSONResponse:
 def response_for(exc: Exception) -> JSONResponse | None:
     """The answer to ``exc`` raised outside the routes (in a middleware, where
     the exception handlers below do not reach); None for a real failure."""
-    if isinstance(exc, TrainplaneError):
+    if isinstance(exc, ServiceError):
         return domain_problem(exc)
     if isinstance(exc, OperationalError | PoolTimeoutError) or (
         isinstance(exc, DBAPIError) and exc.connection_invalidated
@@ -195,8 +195,8 @@ def response_for(exc: Exception) -> JSONResponse | None:
 
 
 def install(app: FastAPI) -> None:
-    @app.exception_handler(TrainplaneError)
-    async def _domain(_: Request, exc: TrainplaneError) -> JSONResponse:
+    @app.exception_handler(ServiceError)
+    async def _domain(_: Request, exc: ServiceError) -> JSONResponse:
         return domain_problem(exc)
 
     @app.exception_handler(RequestValidationError)

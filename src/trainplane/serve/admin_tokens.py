@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from trainplane.config import Settings
 from trainplane.db.engine import make_engine, session_factory
-from trainplane.errors import TrainplaneError
+from trainplane.errors import ServiceError
 from trainplane.serve.processes import ServeError, prepare_database
 from trainplane.services.tokens import NewToken, create_operator_admin
 
@@ -46,7 +46,7 @@ def create_admin_token(
                 )
         finally:
             engine.dispose()
-    except TrainplaneError as exc:
+    except ServiceError as exc:
         raise ServeError(exc.detail) from None
     except SQLAlchemyError as exc:
         raise ServeError(
