@@ -155,6 +155,13 @@ class Settings(BaseSettings):
         description="While MLflow fails, a job's writes are retried after doubling delays "
         "up to this.",
     )
+    tracking_lease_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a pass owns a job; renewed while a model uploads.",
+    )
+    tracking_batch: int = Field(default=32, ge=1, description="Jobs claimed per tracking pass.")
+    tracking_threads: int = Field(default=4, ge=1, description="Jobs written to MLflow at once.")
 
     @field_validator("bootstrap_token", "secret_key", "metrics_token")
     @classmethod

@@ -20,7 +20,6 @@ from trainplane.db.models import JobTracking
 from trainplane.jobs.states import JobStatus
 from trainplane.net import free_port
 from trainplane.scheduler.tracking import (
-    LEASE_SECONDS,
     LeaseKeeper,
     TrackingLoop,
     name_claimer,
@@ -205,14 +204,18 @@ def test_a_pass_that_lost_its_lease_while_uploading_registers_nothing(
         (stalled,) = claim(session, utcnow(), tracking_settings)
         # Its lease runs out before it gets to the registry: another takes over.
         (current,) = claim(
-            session, utcnow() + timedelta(seconds=LEASE_SECONDS + 1), tracking_settings
+            session,
+            utcnow() + timedelta(seconds=tracking_settings.tracking_lease_seconds + 1),
+            tracking_settings,
         )
     result = sync(
         stalled,
         mlflow,
         utcnow(),
         api_url=None,
-        keep_lease=functools.partial(LeaseKeeper, sessions, stalled),
+        keep_lease=functools.partial(
+            LeaseKeeper, sessions, stalled, tracking_settings.tracking_lease_seconds
+        ),
         claim_name=name_claimer(sessions, stalled.project_id),
     )
     assert "lost the job's lease" in result.error and result.model_version is None
@@ -222,7 +225,9 @@ def test_a_pass_that_lost_its_lease_while_uploading_registers_nothing(
         mlflow,
         utcnow(),
         api_url=None,
-        keep_lease=functools.partial(LeaseKeeper, sessions, current),
+        keep_lease=functools.partial(
+            LeaseKeeper, sessions, current, tracking_settings.tracking_lease_seconds
+        ),
         claim_name=name_claimer(sessions, current.project_id),
     )
     assert taken.error is None and taken.model_version == "1" and taken.finished
@@ -232,7 +237,7 @@ def claim(session: Session, now, settings: Settings):
     return tracking_service.claim_tracking(
         session,
         now,
-        lease_seconds=LEASE_SECONDS,
+        lease_seconds=settings.tracking_lease_seconds,
         limit=10,
         points_per_pass=100,
         default_storage=settings.resolved_checkpoint_storage,

@@ -189,6 +189,26 @@ def _short(exc: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+PROBE_TIMEOUT = 3.0
+
+
+def probe(address: str, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
+    """Whether a Ray dashboard answers at ``address``, and what to show about it
+    (its Ray version, or why it is not ready). A health check: never raises."""
+    address = address.rstrip("/")
+    try:
+        response = httpx.get(f"{address}/api/version", timeout=timeout)
+    except httpx.HTTPError as exc:
+        return False, f"{type(exc).__name__}: {exc}"[:500]
+    if response.status_code != 200:
+        return False, f"HTTP {response.status_code} from {address}/api/version"
+    try:
+        version = response.json().get("ray_version", "?")
+    except ValueError:
+        return False, f"{address} does not look like a Ray dashboard"
+    return True, f"Ray {version}"
+
+
 class RayClusters:
     """One RayCluster per address, shared by the scheduler's threads."""
 

@@ -9,25 +9,25 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-import httpx
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from trainplane import wakeup
-from trainplane.backends.ray import RayClusters
+from trainplane.backends.ray import RayClusters, probe
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Cluster
 from trainplane.observability.instruments import QUEUE_WAIT_SECONDS, SCHEDULER_PASS_SECONDS
 from trainplane.scheduler.code import BUNDLE_CACHE_IDLE, BundleFolders, bundle_cache_dir
+from trainplane.scheduler.pipeline import LoopSettings, Pipeline
 from trainplane.scheduler.steps import AdvanceContext, advance
 from trainplane.services import attempts as attempt_service
 from trainplane.services import bundles as bundle_service
 from trainplane.services import clusters as cluster_service
 from trainplane.services.attempt_tokens import TokenKey
+from trainplane.services.attempts import Applied, AttemptWork, Outcome
 from trainplane.services.file_access import FileAccess
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
@@ -52,9 +52,22 @@ class Scheduler:
         self.clusters = RayClusters()
         self.token_key = TokenKey(settings.secret_key)
         self.bundles = BundleFolders(sessions, bundle_cache_dir(settings))
-        self.pool = ThreadPoolExecutor(
-            max_workers=settings.scheduler_threads, thread_name_prefix="trainplane-attempt"
+        self._context: AdvanceContext | None = None
+        self.pipeline: Pipeline[AttemptWork, Outcome, Applied] = Pipeline(
+            sessions,
+            LoopSettings(
+                settings.scheduler_batch,
+                settings.scheduler_threads,
+                settings.scheduler_lease_seconds,
+            ),
+            name="attempt",
+            claim=self._claim,
+            work=self._advance,
+            apply=self._apply,
+            describe=lambda work: f"attempt {work.attempt_id}",
+            log_extra=_ids,
         )
+        self.pool = self.pipeline.pool  # cluster probes share it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_housekeeping = -math.inf
@@ -108,17 +121,25 @@ class Scheduler:
             )
 
     def advance_attempts(self) -> None:
-        settings = self.settings
-        with self.sessions() as session:
-            works = attempt_service.claim_attempts(
-                session,
-                utcnow(),
-                lease_seconds=settings.scheduler_lease_seconds,
-                limit=settings.scheduler_batch,
-            )
-            if not works:
-                return
-            context = AdvanceContext(
+        for done in self.pipeline.run_once():
+            work, applied = done.work, done.applied
+            if applied is None:
+                continue
+            ids = _ids(work)
+            if applied.job_status is not None:
+                log.info("job %s -> %s", work.job_id, applied.job_status, extra=ids)
+            for note in applied.notes:
+                log.info("attempt %s: %s", work.attempt_id, note, extra=ids)
+
+    def _claim(self, session: Session, loop: LoopSettings) -> list[AttemptWork]:
+        works = attempt_service.claim_attempts(
+            session, utcnow(), lease_seconds=loop.lease_seconds, limit=loop.batch
+        )
+        if works and self._context is None:
+            # The same for every attempt and every pass; built here, on the
+            # loop's thread, because the token key may need the database.
+            settings = self.settings
+            self._context = AdvanceContext(
                 control_plane_url=settings.advertise_url,
                 checkpoint_storage=settings.resolved_checkpoint_storage,
                 stuck_after_seconds=settings.stuck_after_seconds,
@@ -127,37 +148,25 @@ class Scheduler:
                 file_access=self.file_access,
                 bundles=self.bundles,
             )
-        futures = [
-            self.pool.submit(advance, work, self.clusters, utcnow(), context=context)
-            for work in works
-        ]
-        for work, future in zip(works, futures, strict=True):
-            ids = {"job_id": work.job_id, "attempt_id": work.attempt_id}
-            try:
-                outcome = future.result()
-                log.debug("attempt %s (%s): %s", work.attempt_id, work.status, outcome, extra=ids)
-            except Exception:  # a bug in one attempt's handling must not stop the loop
-                log.exception("advancing attempt %s failed", work.attempt_id, extra=ids)
-                continue
-            with self.sessions() as session:
-                applied = attempt_service.apply_outcome(
-                    session,
-                    work,
-                    outcome,
-                    utcnow(),
-                    poll_seconds=settings.scheduler_poll_seconds,
-                    starting_poll_seconds=settings.scheduler_starting_poll_seconds,
-                    lost_after_seconds=settings.cluster_lost_after_seconds,
-                )
-            if applied is None:
-                log.warning(
-                    "lease on attempt %s was lost; result dropped", work.attempt_id, extra=ids
-                )
-            else:
-                if applied.job_status is not None:
-                    log.info("job %s -> %s", work.job_id, applied.job_status, extra=ids)
-                for note in applied.notes:
-                    log.info("attempt %s: %s", work.attempt_id, note, extra=ids)
+        return works
+
+    def _advance(self, work: AttemptWork) -> Outcome:
+        assert self._context is not None  # _claim built it before any work was handed out
+        outcome = advance(work, self.clusters, utcnow(), context=self._context)
+        log.debug("attempt %s (%s): %s", work.attempt_id, work.status, outcome, extra=_ids(work))
+        return outcome
+
+    def _apply(self, session: Session, work: AttemptWork, outcome: Outcome) -> Applied | None:
+        settings = self.settings
+        return attempt_service.apply_outcome(
+            session,
+            work,
+            outcome,
+            utcnow(),
+            poll_seconds=settings.scheduler_poll_seconds,
+            starting_poll_seconds=settings.scheduler_starting_poll_seconds,
+            lost_after_seconds=settings.cluster_lost_after_seconds,
+        )
 
     def sweep_bundles(self) -> None:
         """Deletes the code bundles nothing needs any more, and the unpacked
@@ -208,18 +217,8 @@ class Scheduler:
         wakeup.work_available()
         if self._thread is not None:
             self._thread.join(timeout)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pipeline.shutdown()
 
 
-def probe(address: str) -> tuple[bool, str]:
-    try:
-        response = httpx.get(f"{address.rstrip('/')}/api/version", timeout=3)
-    except httpx.HTTPError as exc:
-        return False, f"{type(exc).__name__}: {exc}"[:500]
-    if response.status_code != 200:
-        return False, f"HTTP {response.status_code} from {address}/api/version"
-    try:
-        version = response.json().get("ray_version", "?")
-    except ValueError:
-        return False, f"{address} does not look like a Ray dashboard"
-    return True, f"Ray {version}"
+def _ids(work: AttemptWork) -> dict[str, str]:
+    return {"job_id": work.job_id, "attempt_id": work.attempt_id}

@@ -16,7 +16,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -27,6 +26,7 @@ from trainplane.db.base import utcnow
 from trainplane.jobs.environment import redacted_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours, lost_gpu_hours
+from trainplane.scheduler.pipeline import LoopSettings, Pipeline
 from trainplane.services import names
 from trainplane.services import tracking as tracking_service
 from trainplane.services.names import NameUse
@@ -47,10 +47,7 @@ from trainplane.tracking.run_data import (
 
 log = logging.getLogger(__name__)
 
-BATCH = 32  # jobs claimed per pass
-THREADS = 4  # jobs written to MLflow at once
 POINTS_PER_PASS = 5000
-LEASE_SECONDS = 120.0  # renewed while a model uploads (LeaseKeeper)
 
 
 def _ms(moment: datetime) -> int:
@@ -62,15 +59,18 @@ class LeaseKeeper:
     can outlast any fixed lease), so no other scheduler takes the job
     meanwhile; ``held()`` renews it once more and says whether it still is ours."""
 
-    def __init__(self, sessions: sessionmaker[Session], work: TrackingWork) -> None:
+    def __init__(
+        self, sessions: sessionmaker[Session], work: TrackingWork, lease_seconds: float
+    ) -> None:
         self.sessions = sessions
         self.work = work
+        self.lease_seconds = lease_seconds
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._keep, name="trainplane-lease", daemon=True)
 
     def held(self) -> bool:
         try:
-            until = utcnow() + timedelta(seconds=LEASE_SECONDS)
+            until = utcnow() + timedelta(seconds=self.lease_seconds)
             with self.sessions() as session:
                 return tracking_service.renew_lease(session, self.work, until)
         except Exception:  # the database is away: the lease cannot be vouched for
@@ -78,7 +78,7 @@ class LeaseKeeper:
             return False
 
     def _keep(self) -> None:
-        while not self._done.wait(LEASE_SECONDS / 3):
+        while not self._done.wait(self.lease_seconds / 3):
             if not self.held():
                 return
 
@@ -280,61 +280,69 @@ class TrackingLoop:
         self.settings = settings
         self.sessions = sessions
         self.mlflow = MlflowTracking(tracking_config(settings))
-        self.pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="trainplane-mlflow")
+        # The lease is renewed while a model uploads (LeaseKeeper).
+        self.pipeline: Pipeline[TrackingWork, SyncResult, bool] = Pipeline(
+            sessions,
+            LoopSettings(
+                settings.tracking_batch, settings.tracking_threads, settings.tracking_lease_seconds
+            ),
+            name="mlflow",
+            claim=self._claim,
+            work=self._sync,
+            apply=self._apply,
+            describe=lambda work: f"the tracking of job {work.job_id}",
+            failed=lambda work, exc: SyncResult(
+                error=f"internal error: {type(exc).__name__}: {exc}"
+            ),
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> int:
         """One pass; returns how many jobs it looked at."""
-        settings = self.settings
-        with self.sessions() as session:
-            works = tracking_service.claim_tracking(
-                session,
-                utcnow(),
-                lease_seconds=LEASE_SECONDS,
-                limit=BATCH,
-                points_per_pass=POINTS_PER_PASS,
-                default_storage=settings.resolved_checkpoint_storage,
+        return len(self.pipeline.run_once())
+
+    def _claim(self, session: Session, loop: LoopSettings) -> list[TrackingWork]:
+        return tracking_service.claim_tracking(
+            session,
+            utcnow(),
+            lease_seconds=loop.lease_seconds,
+            limit=loop.batch,
+            points_per_pass=POINTS_PER_PASS,
+            default_storage=self.settings.resolved_checkpoint_storage,
+        )
+
+    def _sync(self, work: TrackingWork) -> SyncResult:
+        return sync(
+            work,
+            self.mlflow,
+            utcnow(),
+            api_url=self.settings.advertise_url,
+            keep_lease=functools.partial(
+                LeaseKeeper, self.sessions, work, self.pipeline.settings.lease_seconds
+            ),
+            claim_name=name_claimer(self.sessions, work.project_id),
+        )
+
+    def _apply(self, session: Session, work: TrackingWork, result: SyncResult) -> bool | None:
+        if result.error:
+            log.warning("tracking job %s: %s", work.job_id, result.error)
+        applied = tracking_service.apply_sync(
+            session,
+            work,
+            result,
+            utcnow(),
+            interval_seconds=self.settings.tracking_interval_seconds,
+            max_backoff_seconds=self.settings.tracking_max_backoff_seconds,
+        )
+        if applied and result.model_version:
+            log.info(
+                "job %s: registered %s version %s",
+                work.job_id,
+                result.model_name,
+                result.model_version,
             )
-        futures = [
-            self.pool.submit(
-                sync,
-                work,
-                self.mlflow,
-                utcnow(),
-                api_url=settings.advertise_url,
-                keep_lease=functools.partial(LeaseKeeper, self.sessions, work),
-                claim_name=name_claimer(self.sessions, work.project_id),
-            )
-            for work in works
-        ]
-        for work, future in zip(works, futures, strict=True):
-            try:
-                result = future.result()
-            except Exception as exc:  # a bug for one job must not stop the others
-                log.exception("tracking job %s failed", work.job_id)
-                result = SyncResult(error=f"internal error: {type(exc).__name__}: {exc}")
-            if result.error:
-                log.warning("tracking job %s: %s", work.job_id, result.error)
-            with self.sessions() as session:
-                applied = tracking_service.apply_sync(
-                    session,
-                    work,
-                    result,
-                    utcnow(),
-                    interval_seconds=settings.tracking_interval_seconds,
-                    max_backoff_seconds=settings.tracking_max_backoff_seconds,
-                )
-            if not applied:
-                log.warning("lease on the tracking of job %s was lost", work.job_id)
-            elif result.model_version:
-                log.info(
-                    "job %s: registered %s version %s",
-                    work.job_id,
-                    result.model_name,
-                    result.model_version,
-                )
-        return len(works)
+        return applied or None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="trainplane-tracking", daemon=True)
@@ -354,4 +362,4 @@ class TrackingLoop:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pipeline.shutdown()
