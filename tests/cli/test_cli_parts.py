@@ -13,7 +13,7 @@ from tests.cli.ci_env import GITHUB, GITLAB
 from trainplane.cli.ci import MissingCiVariables, derive_key
 from trainplane.cli.gates import Gate, GateSyntaxError
 from trainplane.cli.progress import ProgressPrinter, duration
-from trainplane.cli.specfile import SpecFileError, apply_override
+from trainplane.sdk.specfile import SpecFileError, apply_override
 
 ANSI = re.compile(r"\x1b\[")
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -224,7 +224,7 @@ def test_set_errors_name_the_field(override, message):
 
 
 def test_a_spec_files_working_dir_resolves_against_it_unless_it_runs_a_bundle(tmp_path):
-    from trainplane.cli.specfile import load_spec_file
+    from trainplane.sdk.specfile import load_spec_file
 
     folder = tmp_path / "job"
     folder.mkdir()

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.cli.conftest import BOOTSTRAP, run_cli
-from trainplane.credentials import token_for
+from trainplane.sdk.credentials import token_for
 
 
 def test_tokens_are_created_listed_used_and_revoked(secured, tmp_path):

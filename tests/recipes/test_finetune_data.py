@@ -159,8 +159,8 @@ def test_epochs_become_optimizer_steps():
 
 
 def test_the_example_fine_tune_is_a_valid_spec_with_valid_datasets():
-    from trainplane.cli.specfile import load_spec_file
     from trainplane.jobs.spec import parse_spec
+    from trainplane.sdk.specfile import load_spec_file
 
     folder = Path(__file__).resolve().parents[2] / "examples" / "finetune"
     spec = parse_spec(load_spec_file(folder / "job.yaml", []))

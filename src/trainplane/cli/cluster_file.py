@@ -26,8 +26,8 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from trainplane.cli.client import ApiError
-from trainplane.cli.common import EXIT_USAGE, State, call, exit_code_for, fail
+from trainplane.cli.common import EXIT_USAGE, State, call, exit_code_for, fail, refusal
+from trainplane.sdk.errors import TrainplaneError
 
 FIELDS = (
     "name",
@@ -91,8 +91,8 @@ def clusters_apply(
         name = entry["name"]
         try:
             answer = client.send("PUT", f"/v1/clusters/{name}", json=entry)
-        except ApiError as exc:
-            raise fail(f"clusters[{index}] ({name}): {exc}", exit_code_for(exc)) from None
+        except TrainplaneError as exc:
+            raise fail(f"clusters[{index}] ({name}): {refusal(exc)}", exit_code_for(exc)) from None
         after = answer.json()
         if answer.status_code == 201:
             change = "created"

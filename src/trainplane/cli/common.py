@@ -1,4 +1,4 @@
-"""What every CLI verb shares: the API client, messages and exit codes.
+"""What every CLI verb shares: the API session (the SDK's), messages and exit codes.
 
 Exit codes, the same for every verb (stable: CI pipelines branch on them)::
 
@@ -24,7 +24,9 @@ from typing import Any
 
 import typer
 
-from trainplane.cli.client import DEFAULT_URL, ApiClient, ApiError
+from trainplane.sdk.errors import TrainplaneError, field_lines
+from trainplane.sdk.sessions import Session
+from trainplane.sdk.transport import DEFAULT_URL
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
@@ -58,7 +60,20 @@ def exit_code_table(indent: str = "") -> str:
     return "\n".join(f"{indent}{code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
 
 
-def exit_code_for(error: ApiError) -> int:
+def refusal(error: TrainplaneError) -> str:
+    """What to print for a refused request (``status`` 0: no answer at all)."""
+    status, detail = error.status, error.detail
+    lines = [f"error {status}: {detail}" if status else f"error: {detail}"]
+    lines += field_lines(detail, [(e.field, e.message) for e in error.errors])
+    return "\n".join(lines)
+
+
+def sent_errors(error: TrainplaneError) -> list[dict[str, Any]]:
+    """The problem's ``errors`` as the server sent them, for ``--output json``."""
+    return list((error.body or {}).get("errors") or [])
+
+
+def exit_code_for(error: TrainplaneError) -> int:
     if error.status in USAGE_STATUSES:
         return EXIT_USAGE
     if error.status in UNAVAILABLE_STATUSES:
@@ -76,8 +91,8 @@ class State:
     token: str | None = None
 
     @classmethod
-    def client(cls, timeout: float = 30.0) -> ApiClient:
-        return ApiClient(cls.url, cls.token, timeout=timeout)
+    def client(cls, timeout: float = 30.0) -> Session:
+        return Session(cls.url, cls.token, timeout=timeout, agent="trainplane-cli")
 
 
 def say(message: str) -> None:
@@ -92,12 +107,12 @@ def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
-    except ApiError as exc:
-        raise fail(str(exc), exit_code_for(exc)) from None
+    except TrainplaneError as exc:
+        raise fail(refusal(exc), exit_code_for(exc)) from None
 
 
 def pages(
-    client: ApiClient, path: str, params: dict[str, Any], *, all_pages: bool
+    client: Session, path: str, params: dict[str, Any], *, all_pages: bool
 ) -> Iterator[dict[str, Any]]:
     """The first page of a keyset-paged list, or every page with ``all_pages``."""
     cursor = None

@@ -9,9 +9,14 @@ from collections.abc import Iterator
 import httpx
 import typer
 
-from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import TERMINAL, say
+from trainplane.sdk.errors import TrainplaneError
+from trainplane.sdk.sessions import Session
 from trainplane.sdk.sse import SseDecoder, SseEvent
+
+# No read timeout: a followed log is open as long as the job runs (the SDK,
+# which can reconnect on its caller's behalf, gives up after a silent minute).
+FOLLOW_TIMEOUT = httpx.Timeout(10.0, read=None)
 
 
 def events(lines: Iterator[str]) -> Iterator[SseEvent]:
@@ -22,8 +27,8 @@ def events(lines: Iterator[str]) -> Iterator[SseEvent]:
             yield event
 
 
-class WaitTimeout(Exception):
-    """The caller's deadline passed before the job ended."""
+class DeadlinePassed(Exception):
+    """The caller's deadline (``--timeout``) passed before the job ended."""
 
 
 def _until(lines: Iterator[str], deadline: float | None) -> Iterator[str]:
@@ -31,22 +36,27 @@ def _until(lines: Iterator[str], deadline: float | None) -> Iterator[str]:
     # job still lets the deadline be checked.
     for line in lines:
         if deadline is not None and time.monotonic() > deadline:
-            raise WaitTimeout
+            raise DeadlinePassed
         yield line
 
 
 def follow_logs(
-    client: ApiClient,
+    client: Session,
     job_id: str,
     *,
     deadline: float | None = None,
     logs_to_stderr: bool = False,
 ) -> dict[str, str]:
     """Print the job's logs as they come (on stdout unless ``logs_to_stderr``);
-    returns the final status event. Raises WaitTimeout after ``deadline``
+    returns the final status event. Raises DeadlinePassed after ``deadline``
     (``time.monotonic()``)."""
     try:
-        with client.stream("GET", f"/v1/jobs/{job_id}/logs", params={"follow": "true"}) as lines:
+        with client.lines(
+            method="GET",
+            url=f"/v1/jobs/{job_id}/logs",
+            params={"follow": "true"},
+            timeout=FOLLOW_TIMEOUT,
+        ) as lines:
             for event in events(_until(lines, deadline)):
                 if event.name == "log":
                     typer.echo(event.data, err=logs_to_stderr)
@@ -60,5 +70,5 @@ def follow_logs(
                 elif event.name == "end":
                     return json.loads(event.data)
     except httpx.HTTPError as exc:
-        raise ApiError(0, f"the log stream broke off: {exc}") from None
-    raise ApiError(0, "the log stream ended before the job did")
+        raise TrainplaneError(0, f"the log stream broke off: {exc}") from None
+    raise TrainplaneError(0, "the log stream ended before the job did")

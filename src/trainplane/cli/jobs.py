@@ -7,8 +7,16 @@ from typing import Annotated, Any
 
 import typer
 
-from trainplane.cli.client import ApiError
-from trainplane.cli.common import State, call, exit_code_for, exit_code_for_status, fail, pages, say
+from trainplane.cli.common import (
+    State,
+    call,
+    exit_code_for,
+    exit_code_for_status,
+    fail,
+    pages,
+    refusal,
+    say,
+)
 from trainplane.cli.follow import follow_logs
 from trainplane.cli.output import (
     print_checkpoints,
@@ -18,6 +26,7 @@ from trainplane.cli.output import (
     print_jobs,
     print_metrics,
 )
+from trainplane.sdk.errors import TrainplaneError
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
 
@@ -105,8 +114,8 @@ def jobs_logs(
     if follow:
         try:
             final = follow_logs(client, job_id)
-        except ApiError as exc:
-            raise fail(str(exc), exit_code_for(exc)) from None
+        except TrainplaneError as exc:
+            raise fail(refusal(exc), exit_code_for(exc)) from None
         say(f"job {job_id} {final['status']}: {final['reason']}")
         raise typer.Exit(exit_code_for_status(final["status"]))
     typer.echo(call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt), nl=False)

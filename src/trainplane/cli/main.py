@@ -8,13 +8,13 @@ from typing import Annotated
 import typer
 
 from trainplane.cli import jobs, plan, servers, submit
-from trainplane.cli.client import DEFAULT_URL
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
 from trainplane.cli.models import models_app
 from trainplane.cli.secrets import secrets_app
 from trainplane.cli.tokens import tokens_app
-from trainplane.credentials import token_for
+from trainplane.sdk.credentials import token_for
+from trainplane.sdk.transport import DEFAULT_URL
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Multi-GPU training jobs on Ray."

@@ -12,11 +12,20 @@ from typing import Annotated, Any
 
 import typer
 
-from trainplane.cli.client import ApiError
-from trainplane.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, State, exit_code_for, say
-from trainplane.cli.specfile import SpecFileError, load_spec_file
+from trainplane.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    State,
+    exit_code_for,
+    refusal,
+    say,
+    sent_errors,
+)
 from trainplane.cli.submit import OutputFormat
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
+from trainplane.sdk.errors import TrainplaneError
+from trainplane.sdk.specfile import SpecFileError, load_spec_file
 
 PLAN_PATH = "/v1/jobs/plan"
 # Shown in their own way; every other field of the answer is shown as it is.
@@ -58,7 +67,7 @@ def plan(
             typer.echo(json.dumps(body, indent=2))
         say(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
-    except ApiError as exc:
+    except TrainplaneError as exc:
         raise _refused(exc, as_json) from None
     valid = answer.get("valid", True) is not False
     if as_json:
@@ -68,14 +77,16 @@ def plan(
     raise typer.Exit(EXIT_OK if valid else EXIT_USAGE)
 
 
-def _refused(exc: ApiError, as_json: bool) -> typer.Exit:
+def _refused(exc: TrainplaneError, as_json: bool) -> typer.Exit:
     code = exit_code_for(exc)
-    message = str(exc)
+    message = refusal(exc)
     if exc.status == 404:
         code = EXIT_FAILED
-        message = f"this server has no {PLAN_PATH} (it predates trainplane plan; upgrade it): {exc}"
+        message = (
+            f"this server has no {PLAN_PATH} (it predates trainplane plan; upgrade it): {message}"
+        )
     if as_json:
-        body = exc.body or {"status": exc.status, "detail": exc.detail, "errors": exc.errors}
+        body = exc.body or {"status": exc.status, "detail": exc.detail, "errors": sent_errors(exc)}
         typer.echo(json.dumps({"valid": False if code == EXIT_USAGE else None, **body}, indent=2))
     say(message)
     return typer.Exit(code)

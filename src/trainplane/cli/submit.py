@@ -17,7 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from trainplane.cli.ci import MissingCiVariables, derive_key
-from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import (
     EXIT_CANCELLED,
     EXIT_CODES,
@@ -33,14 +32,18 @@ from trainplane.cli.common import (
     State,
     exit_code_for,
     exit_code_table,
+    refusal,
     say,
+    sent_errors,
 )
-from trainplane.cli.follow import WaitTimeout, follow_logs
+from trainplane.cli.follow import DeadlinePassed, follow_logs
 from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
 from trainplane.cli.output import describe_model, describe_tracking, metrics_line
 from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
-from trainplane.cli.specfile import SpecFileError, load_spec_file
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
+from trainplane.sdk.errors import TrainplaneError
+from trainplane.sdk.sessions import Session
+from trainplane.sdk.specfile import SpecFileError, load_spec_file
 
 # After a job ends, --wait waits this long (by default) for its MLflow run to be
 # closed and its model registered.
@@ -243,11 +246,12 @@ def submit(
     except UploadError as exc:
         result.errors = exc.errors
         raise result.finish(EXIT_USAGE, str(exc)) from None
-    except ApiError as exc:
-        result.errors = exc.errors
+    except TrainplaneError as exc:
+        result.errors = sent_errors(exc)
         code = exit_code_for(exc)
         # Exit 1 with no job: the server said no (a key reused for another spec, ...).
-        raise result.finish(code, str(exc), "refused" if code == EXIT_FAILED else None) from None
+        outcome = "refused" if code == EXIT_FAILED else None
+        raise result.finish(code, refusal(exc), outcome) from None
     result.job, result.created = job, created
     _say_submitted(job, created)
     if not waiting:
@@ -274,7 +278,7 @@ def submit(
             finally:
                 printer.close()
         final = waiter.tracking(final, tracking_timeout)
-    except WaitTimeout:
+    except DeadlinePassed:
         result.job = waiter.last or result.job
         current = result.job
         raise result.finish(
@@ -282,9 +286,9 @@ def submit(
             f"gave up waiting after {timeout:g}s; job {current['id']} is {current['status']}: "
             f"{current['reason']} (it goes on; trainplane jobs cancel {current['id']} stops it)",
         ) from None
-    except ApiError as exc:
+    except TrainplaneError as exc:
         result.job = waiter.last or result.job
-        raise result.finish(exit_code_for(exc), str(exc)) from None
+        raise result.finish(exit_code_for(exc), refusal(exc)) from None
     except KeyboardInterrupt:
         result.job = waiter.last or result.job
         raise result.finish(
@@ -318,7 +322,7 @@ def _choose_key(spec: dict[str, Any], given: str | None, none: bool) -> str | No
 
 
 def _post_job(
-    client: ApiClient, spec: dict[str, Any], key: str | None
+    client: Session, spec: dict[str, Any], key: str | None
 ) -> tuple[dict[str, Any], bool]:
     """The job, and whether this request created it (False: the key's earlier job)."""
     headers = {"Idempotency-Key": key} if key else {}
@@ -346,7 +350,7 @@ class Waiter:
     """Reads the job until it ends, riding out a server that stops answering
     for a while (a restart, a network blip) instead of failing the pipeline."""
 
-    def __init__(self, client: ApiClient, reconnect: float, deadline: float | None) -> None:
+    def __init__(self, client: Session, reconnect: float, deadline: float | None) -> None:
         self.client = client
         self.reconnect = reconnect
         self.deadline = deadline
@@ -360,17 +364,17 @@ class Waiter:
         while True:
             try:
                 job = self.client.get(f"/v1/jobs/{job_id}")
-            except ApiError as exc:
+            except TrainplaneError as exc:
                 if exc.status not in UNAVAILABLE_STATUSES:
                     raise
                 now = time.monotonic()
                 if lost_at is None:
                     lost_at = now
-                    say(f"{exc}; retrying for up to {self.reconnect:g}s")
+                    say(f"{refusal(exc)}; retrying for up to {self.reconnect:g}s")
                 if now - lost_at >= self.reconnect:
                     raise
                 if self._past_deadline():
-                    raise WaitTimeout from None
+                    raise DeadlinePassed from None
                 time.sleep(RECONNECT_POLL_SECONDS)
                 continue
             if lost_at is not None:
@@ -383,7 +387,7 @@ class Waiter:
         printer.update(job, terminal_status=job["status"] in TERMINAL)
         while job["status"] not in TERMINAL:
             if self._past_deadline():
-                raise WaitTimeout
+                raise DeadlinePassed
             time.sleep(POLL_SECONDS)
             job = self.get(job["id"])
             # The end is reported once, with the run and model, by _report_end.

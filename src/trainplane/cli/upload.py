@@ -9,7 +9,7 @@ Both are skipped when the server has the same bytes already.
 ``--upload`` sends them to any server; ``--no-upload`` sends the paths as
 they are, for a server whose ``TRAINPLANE_SERVER_PATHS`` holds them. The
 decision and the requests are the SDK's (``sdk.uploads``); this drives them
-over the CLI's client and prints what was sent."""
+over the CLI's session and prints what was sent."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ from typing import Annotated, Any
 
 import typer
 
-from trainplane.cli.client import ApiClient, ApiError
 from trainplane.cli.common import say
 from trainplane.sdk.local_files import LocalFilesError
-from trainplane.sdk.transport import Call
+from trainplane.sdk.sessions import Session
 from trainplane.sdk.uploads import prepare, run_steps
 
 UploadOption = Annotated[
@@ -54,28 +53,12 @@ class UploadError(Exception):
         super().__init__("\n".join(["the spec's files on this machine cannot be sent:", *lines]))
 
 
-def send_local_files(
-    client: ApiClient, spec: dict[str, Any], upload: bool | None
-) -> dict[str, Any]:
+def send_local_files(client: Session, spec: dict[str, Any], upload: bool | None) -> dict[str, Any]:
     """``spec`` as the server should get it: the files it names on this
     machine uploaded where needed. Raises UploadError before anything is
-    uploaded when a file is missing or wrong, ApiError when the server
+    uploaded when a file is missing or wrong, TrainplaneError when the server
     refuses."""
     try:
-        return run_steps(prepare(spec, url=client.url, upload=upload, note=say), _sender(client))
+        return run_steps(prepare(spec, url=client.url, upload=upload, note=say), client.run)
     except LocalFilesError as exc:
         raise UploadError(exc.problems, deciding=upload is None) from None
-
-
-def _sender(client: ApiClient) -> Any:
-    def send(call: Call[Any]) -> Any:
-        request = call.request()
-        try:
-            response = client.send(request.pop("method"), request.pop("url"), **request)
-        except ApiError as exc:
-            if exc.status in call.none_if:
-                return None
-            raise
-        return call.decode(response)
-
-    return send

@@ -21,10 +21,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from trainplane import __version__
 from trainplane.api.authentication import credential_of, same_origin
 from trainplane.dashboard import formatting
-from trainplane.dashboard.api import ApiError, DashboardApi
+from trainplane.dashboard.api import DashboardApi
 from trainplane.dashboard.cookies import clear_token_cookie, set_token_cookie
 from trainplane.dashboard.static_files import asset_version
 from trainplane.jobs.states import JobStatus
+from trainplane.sdk.errors import TrainplaneError
 
 router = APIRouter(include_in_schema=False)
 
@@ -67,7 +68,7 @@ async def _render(
         try:
             context = await build(api)
             status = 200
-        except ApiError as error:
+        except TrainplaneError as error:
             template, context, status = "error.html", {"error": error}, error.status
     response = _page(request, template, context, status, started)
     credential = credential_of(request)
@@ -145,7 +146,7 @@ async def _job_context(api: DashboardApi, job_id: str) -> Context:
         # A function job's return value or exception; a 404 until it has one.
         api.get_or_error(f"/v1/jobs/{job_id}/result", {"value": "false"}),
     )
-    failed = isinstance(checkpoints, ApiError)
+    failed = isinstance(checkpoints, TrainplaneError)
     role = me["everywhere"] or me["roles"].get(job["project"])
     return {
         "job": job,
@@ -154,7 +155,7 @@ async def _job_context(api: DashboardApi, job_id: str) -> Context:
         "events": events["items"],
         "checkpoints": None if failed else checkpoints,
         "checkpoints_error": checkpoints if failed else None,
-        "result": None if isinstance(result, ApiError) else result,
+        "result": None if isinstance(result, TrainplaneError) else result,
     }
 
 
@@ -224,8 +225,8 @@ async def compare_page(
             "recent": recent["items"],
             # With fewer than two jobs the API explains what it needs; the
             # page shows that beside the picker rather than failing.
-            "comparison": comparison if not isinstance(comparison, ApiError) else None,
-            "problem": comparison if isinstance(comparison, ApiError) and chosen else None,
+            "comparison": comparison if not isinstance(comparison, TrainplaneError) else None,
+            "problem": comparison if isinstance(comparison, TrainplaneError) and chosen else None,
         }
 
     return await _render(request, "compare.html", build)
@@ -255,7 +256,7 @@ async def _sign_in(request: Request, token: str, target: str | None) -> Response
     async with DashboardApi(request, token=token) as api:
         try:
             await api.get("/v1/whoami")
-        except ApiError as error:
+        except TrainplaneError as error:
             context = {"error": error.detail, "next": _safe_next(target)}
             return _page(request, "login.html", context, error.status, started)
     response = RedirectResponse(_safe_next(target), status_code=303)

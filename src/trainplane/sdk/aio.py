@@ -10,16 +10,15 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, TypeVar, Unpack
 
-import httpx
-
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
-from trainplane.sdk.errors import ConnectionFailed, error_for
+from trainplane.sdk.errors import ConnectionFailed
+from trainplane.sdk.sessions import AsyncSession
 from trainplane.sdk.specs import SpecInput
 from trainplane.sdk.sse import LogStream
 from trainplane.sdk.transport import DEFAULT_TIMEOUT, STREAM_TIMEOUT, Call, connection
-from trainplane.sdk.uploads import async_chunks, prepare, run_steps_async
+from trainplane.sdk.uploads import prepare, run_steps_async
 from trainplane.sdk.waiting import Waiter, WaitOptions
 
 T = TypeVar("T")
@@ -33,11 +32,11 @@ class AsyncClient:
     def __init__(
         self, url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
-        self.url, headers = connection(url, token)
-        self._http = httpx.AsyncClient(base_url=self.url, headers=headers, timeout=timeout)
+        self._session = AsyncSession(*connection(url, token), timeout=timeout)
+        self.url = self._session.url
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._session.close()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -46,14 +45,7 @@ class AsyncClient:
         await self.close()
 
     async def _run(self, call: Call[T]) -> T:
-        request = call.request()
-        if call.stream is not None:
-            request["content"] = async_chunks(call.stream)
-        try:
-            response = await self._http.request(**request)
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, exc) from exc
-        return call.decode(response)
+        return await self._session.run(call)
 
     async def _pages(self, call: Call[T]) -> AsyncIterator[T]:
         following: Call[T] | None = call
@@ -130,19 +122,13 @@ class AsyncClient:
     async def follow_logs(self, job_id: str) -> AsyncIterator[m.LogEvent]:
         call = calls.follow_logs(job_id)
         stream = LogStream()
-        try:
-            async with self._http.stream(**call.request(), timeout=STREAM_TIMEOUT) as response:
-                if not response.is_success:
-                    await response.aread()
-                    raise error_for(response)
-                async for line in response.aiter_lines():
-                    event = stream.feed(line)
-                    if event is not None:
-                        yield event
-                    if stream.ended:
-                        return
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, exc) from exc
+        async with self._session.lines(**call.request(), timeout=STREAM_TIMEOUT) as lines:
+            async for line in lines:
+                event = stream.feed(line)
+                if event is not None:
+                    yield event
+                if stream.ended:
+                    return
         raise ConnectionFailed(self.url, "the log stream ended before the job did")
 
     async def metrics(self, job_id: str, *, page_size: int | None = None) -> m.Metrics:

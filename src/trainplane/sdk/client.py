@@ -13,12 +13,11 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar, Unpack
 
-import httpx
-
 from trainplane.sdk import calls
 from trainplane.sdk import installation_models as im
 from trainplane.sdk import models as m
-from trainplane.sdk.errors import ConnectionFailed, error_for
+from trainplane.sdk.errors import ConnectionFailed
+from trainplane.sdk.sessions import Session
 from trainplane.sdk.specs import SpecInput
 from trainplane.sdk.sse import LogStream
 from trainplane.sdk.transport import DEFAULT_TIMEOUT, STREAM_TIMEOUT, Call, connection
@@ -37,11 +36,11 @@ class Client:
     def __init__(
         self, url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT
     ) -> None:
-        self.url, headers = connection(url, token)
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self._session = Session(*connection(url, token), timeout=timeout)
+        self.url = self._session.url
 
     def close(self) -> None:
-        self._http.close()
+        self._session.close()
 
     def __enter__(self) -> Client:
         return self
@@ -50,11 +49,7 @@ class Client:
         self.close()
 
     def _run(self, call: Call[T]) -> T:
-        try:
-            response = self._http.request(**call.request())
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, exc) from exc
-        return call.decode(response)
+        return self._session.run(call)
 
     def _pages(self, call: Call[T]) -> Iterator[T]:
         following: Call[T] | None = call
@@ -146,19 +141,13 @@ class Client:
         ``attempt`` and ``log`` events, then one ``end`` event."""
         call = calls.follow_logs(job_id)
         stream = LogStream()
-        try:
-            with self._http.stream(**call.request(), timeout=STREAM_TIMEOUT) as response:
-                if not response.is_success:
-                    response.read()
-                    raise error_for(response)
-                for line in response.iter_lines():
-                    event = stream.feed(line)
-                    if event is not None:
-                        yield event
-                    if stream.ended:
-                        return
-        except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, exc) from exc
+        with self._session.lines(**call.request(), timeout=STREAM_TIMEOUT) as lines:
+            for line in lines:
+                event = stream.feed(line)
+                if event is not None:
+                    yield event
+                if stream.ended:
+                    return
         raise ConnectionFailed(self.url, "the log stream ended before the job did")
 
     def metrics(self, job_id: str, *, page_size: int | None = None) -> m.Metrics:

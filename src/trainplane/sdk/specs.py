@@ -11,7 +11,7 @@ from typing import Any, TypeAlias
 
 from pydantic import BaseModel
 
-from trainplane.cli.specfile import SpecFileError, apply_override, load_spec_file, resolve_paths
+from trainplane.sdk.specfile import SpecFileError, apply_override, load_spec_file, resolve_paths
 
 SpecInput: TypeAlias = Mapping[str, Any] | BaseModel | str | os.PathLike[str]
 

@@ -1,6 +1,6 @@
 """What the sync and async clients share about HTTP: where to connect, each
 request as a value (a ``Call``), and how a response becomes a model or an
-exception. Nothing here sends anything."""
+exception. Nothing here sends anything (``sessions`` does)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from trainplane import __version__
-from trainplane.credentials import token_for
+from trainplane.sdk.credentials import token_for
 from trainplane.sdk.errors import error_for
 
 T = TypeVar("T")
@@ -26,16 +25,12 @@ DEFAULT_TIMEOUT = 30.0
 STREAM_TIMEOUT = httpx.Timeout(10.0, read=60.0)
 
 
-def connection(url: str | None, token: str | None) -> tuple[str, dict[str, str]]:
-    """The base URL and headers: the arguments, else ``TRAINPLANE_URL`` and
+def connection(url: str | None, token: str | None) -> tuple[str, str | None]:
+    """The base URL and token: the arguments, else ``TRAINPLANE_URL`` and
     ``TRAINPLANE_TOKEN``, else (as the CLI does) the local admin token that
     ``trainplane up`` wrote, for a server on this machine."""
     base = (url or os.environ.get("TRAINPLANE_URL") or DEFAULT_URL).rstrip("/")
-    secret = token_for(base, token or os.environ.get("TRAINPLANE_TOKEN"))
-    headers = {"User-Agent": f"trainplane-sdk/{__version__}"}
-    if secret:
-        headers["Authorization"] = f"Bearer {secret}"
-    return base, headers
+    return base, token_for(base, token or os.environ.get("TRAINPLANE_TOKEN"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ nothing but the spec.
 
 ``prepare`` is written once, without I/O of its own: a generator that yields
 each request (a ``Call``) and is sent its answer, so the CLI, ``Client`` and
-``AsyncClient`` each drive it with their own HTTP client (``run_steps``,
+``AsyncClient`` each drive it with their session (``run_steps``,
 ``run_steps_async``). Everything it finds wrong is a LocalFilesError raised
 before anything is uploaded.
 """
@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from trainplane.code_bundles import BundleError, digest_of, folder_bundle, spec_with_bundle
-from trainplane.credentials import LOOPBACK, local_token_path
 from trainplane.input_archives import (
     ArchiveError,
     archive_chunks,
@@ -40,6 +39,7 @@ from trainplane.input_archives import (
 )
 from trainplane.jobs.spec import parse_spec
 from trainplane.sdk import calls
+from trainplane.sdk.credentials import LOOPBACK, local_token_path
 from trainplane.sdk.local_files import (
     LocalFiles,
     LocalFilesError,
@@ -198,11 +198,3 @@ def _advance(steps: Steps[T], answer: Any) -> tuple[bool, Any]:
         return False, steps.send(answer)
     except StopIteration as done:
         return True, done.value
-
-
-async def async_chunks(make: Callable[[], Iterator[bytes]]) -> Any:
-    """A streamed body for an async client: each chunk read in a thread."""
-    chunks = make()
-    end = object()
-    while (chunk := await asyncio.to_thread(next, chunks, end)) is not end:
-        yield chunk

@@ -1,6 +1,7 @@
 """Reading a spec file: YAML or JSON, ``--set`` overrides, and relative paths
 resolved against the file's folder (DESIGN.md), so the server gets a spec that
-means the same wherever the command ran."""
+means the same wherever the command ran. The SDK's (``Client.submit`` takes a
+file's path); ``trainplane submit`` and ``trainplane plan`` read theirs here."""
 
 from __future__ import annotations
 

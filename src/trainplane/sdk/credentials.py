@@ -1,7 +1,7 @@
 """Which token a client (the CLI, the SDK) sends: ``--token`` /
 ``TRAINPLANE_TOKEN``, or else, for a server on this machine, the local admin
 token ``trainplane up`` wrote to ``$TRAINPLANE_HOME/token``, so a single user
-never deals with auth. Shared by both clients, so neither leans on the other."""
+never deals with auth. The SDK's; the CLI, built on the SDK, uses it too."""
 
 from __future__ import annotations
 
