@@ -74,7 +74,7 @@ def problem_of(response: httpx.Response) -> Problem:
 
 
 @dataclass(frozen=True)
-class FieldError:
+class InvalidField:
     """One offending field of a refused request, by its dotted path (``resources.gpus``)."""
 
     field: str
@@ -102,7 +102,7 @@ class TrainplaneError(Exception):
         self.detail = detail
         self.title = title
         self.type = type
-        self.errors = [FieldError(f, m) for f, m in field_errors(errors)]
+        self.errors = [InvalidField(f, m) for f, m in field_errors(errors)]
         self.body = body
         self.headers = dict(headers or {})
         lines = [f"{status} {title}: {detail}" if status else detail]
