@@ -7,10 +7,10 @@ from typing import Annotated
 from anyio import to_thread
 from fastapi import APIRouter, Path, Request, Response
 
-from trainplane.api.code_schemas import BundleOut
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem, problem_response
-from trainplane.api.schemas import json_response
+from trainplane.api.schemas.bundles import BundleOut
+from trainplane.api.schemas.common import json_response
 from trainplane.code_bundles import DIGEST_PATTERN, MAX_BUNDLE_BYTES
 from trainplane.jobs.spec import ProjectName
 from trainplane.services import bundles as bundle_service

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Response
 
 from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
 from trainplane.api.problems import PROBLEM_RESPONSES, problem_response
-from trainplane.api.schemas import CheckpointList, json_response
+from trainplane.api.schemas.checkpoints import CheckpointList
+from trainplane.api.schemas.common import json_response
 from trainplane.services import checkpoints as checkpoint_service
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES)

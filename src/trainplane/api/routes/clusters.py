@@ -6,15 +6,11 @@ from fastapi import APIRouter, Response
 
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
-from trainplane.api.schemas import (
-    ClusterCreate,
-    ClusterList,
-    ClusterOut,
-    ClusterView,
-    json_response,
-)
+from trainplane.api.schemas.clusters import ClusterCreate, ClusterList, ClusterOut
+from trainplane.api.schemas.common import json_response
 from trainplane.errors import InvalidInputError
 from trainplane.services import clusters as cluster_service
+from trainplane.services.clusters import ClusterView
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=PROBLEM_RESPONSES)
 

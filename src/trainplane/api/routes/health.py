@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from trainplane.api.problems import RETRY_AFTER_SECONDS
-from trainplane.api.schemas import Health
+from trainplane.api.schemas.common import Health
 from trainplane.db.migrate import current_revisions
 
 router = APIRouter(tags=["health"])

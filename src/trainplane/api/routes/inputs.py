@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep, SettingsDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem, problem_response
-from trainplane.api.schemas import json_response
+from trainplane.api.schemas.common import json_response
 from trainplane.code_bundles import DIGEST_PATTERN
 from trainplane.jobs.spec import ProjectName
 from trainplane.services import input_files

@@ -8,17 +8,11 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep, SettingsDep
-from trainplane.api.plan_schemas import PlanOut
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
-from trainplane.api.schemas import (
-    EventList,
-    EventOut,
-    JobOut,
-    JobPage,
-    JobSummary,
-    json_response,
-)
-from trainplane.api.tracking_schemas import ComparisonOut
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.jobs import EventList, EventOut, JobOut, JobPage, JobSummary
+from trainplane.api.schemas.plans import PlanOut
+from trainplane.api.schemas.tracking import ComparisonOut
 from trainplane.api.yaml_bodies import YAML_REQUEST_BODY
 from trainplane.jobs.spec import JobName, JobSpec, ProjectName
 from trainplane.jobs.states import JobStatus

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, Request, Response
 
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import PROBLEM_RESPONSES
-from trainplane.api.schemas import json_response
-from trainplane.api.tracking_schemas import ModelList
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.registered_models import ModelList
 from trainplane.jobs.spec import ModelName
 from trainplane.services import models as model_service
 

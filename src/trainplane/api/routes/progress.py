@@ -9,7 +9,8 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
-from trainplane.api.schemas import MetricsOut, ProgressAckOut, json_response
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.progress import MetricsOut, ProgressAckOut
 from trainplane.jobs.progress import ProgressReport
 from trainplane.services import progress as progress_service
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter
 
 from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
-from trainplane.api.project_schemas import ProjectCreate, ProjectList, ProjectOut, ProjectUpdate
+from trainplane.api.schemas.projects import ProjectCreate, ProjectList, ProjectOut, ProjectUpdate
 from trainplane.db.models import Project
 from trainplane.services import projects as project_service
 from trainplane.services.file_access import FileAccess, ProjectRef

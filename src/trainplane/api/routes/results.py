@@ -8,10 +8,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Query, Response
 
-from trainplane.api.code_schemas import JobResultOut, ResultAckOut
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
-from trainplane.api.schemas import json_response
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.results import JobResultOut, ResultAckOut
 from trainplane.jobs.results import ResultReport
 from trainplane.services import results as result_service
 

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Path, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
-from trainplane.api.schemas import json_response
-from trainplane.api.secret_schemas import AttemptSecretsOut, SecretList, SecretOut, SecretSet
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.secrets import AttemptSecretsOut, SecretList, SecretOut, SecretSet
 from trainplane.jobs.environment import SECRET_KEY_PATTERN
 from trainplane.jobs.spec import ProjectName
 from trainplane.services import secrets as secret_service

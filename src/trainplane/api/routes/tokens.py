@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query, Response
 
 from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
-from trainplane.api.schemas import json_response
-from trainplane.api.token_schemas import (
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.tokens import (
     AuditEventOut,
     AuditList,
     TokenCreate,

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query, Response
 
 from trainplane.api.deps import CallerDep, SessionDep
 from trainplane.api.problems import PROBLEM_RESPONSES
-from trainplane.api.schemas import json_response
-from trainplane.api.usage_schemas import UsageOut
+from trainplane.api.schemas.common import json_response
+from trainplane.api.schemas.usage import UsageOut
 from trainplane.jobs.spec import ProjectName
 from trainplane.services import usage as usage_service
 

@@ -1,4 +1,4 @@
-"""Response bodies of code bundles and function results."""
+"""Bodies of a job's function results (``/v1/jobs/{id}/result``)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from trainplane.jobs.results import RemoteError
-from trainplane.services.bundles import BundleView
 from trainplane.services.results import ResultView
-
-
-class BundleOut(BaseModel):
-    digest: str = Field(description="sha256:<hex> of the zip; name it in entrypoint.code.")
-    project: str
-    size_bytes: int
-    files: int
-    created_at: datetime
-
-    @classmethod
-    def from_view(cls, view: BundleView) -> BundleOut:
-        return cls(
-            digest=view.digest,
-            project=view.project,
-            size_bytes=view.size_bytes,
-            files=view.files,
-            created_at=view.created_at,
-        )
 
 
 class JobResultOut(BaseModel):
