@@ -177,6 +177,9 @@ class JobAttempt(Base):
     # The last value of each metric the attempt reported ({name: value}),
     # merged into on every report: final metrics without scanning the points.
     latest_metrics: Mapped[dict[str, float] | None] = mapped_column(JSONDocument)
+    # Restarts Ray Train made within the attempt, as its runtime reported them:
+    # they spend the job's restart budget (jobs.retries).
+    in_place_restarts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class JobEvent(Base):

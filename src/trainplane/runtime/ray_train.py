@@ -9,6 +9,9 @@ steps (about 15% on a 2-core machine); a process of its own trains as fast as
 under bare torchrun. The worker raises when its rank process fails, which is
 how Ray Train sees the failure.
 
+Ray Train's restarts in place spend the job's one restart budget: each is
+counted and reported as it happens (runtime.restart_budget).
+
 Which checkpoint a restarted group resumes from is decided by trainplane's
 storage, not by Ray Train's own checkpoint bookkeeping: Ray Train is never told
 about checkpoints at all.
@@ -144,7 +147,10 @@ def failure_cause(exc: BaseException) -> str:
         return str(first.args[0]) if isinstance(first, RankFailed) else describe(first)
     controller_failure = getattr(exc, "controller_failure", None)
     if controller_failure is not None:
-        # Matched by name: the class lives in Ray Train's private modules.
+        # Matched by name: the classes live in Ray Train's private modules
+        # (or, ours, in one that imports them: runtime.restart_budget).
+        if type(controller_failure).__name__ == "RestartBudgetSpent":
+            return str(controller_failure)  # the account of the failure not retried
         if type(controller_failure).__name__ == "WorkerGroupStartupTimeoutError":
             from trainplane.runtime.start_timeout import placement_timeout_message, start_timeout
 
@@ -189,6 +195,8 @@ def ray_train_trainer(
     from ray.train import BackendConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
+    from trainplane.runtime.restart_budget import RestartBudget
+
     resources = spec["resources"]
     per_worker = {"CPU": float(resources.get("cpus_per_worker", 1)) if on_gpu else 1.0}
     if on_gpu:
@@ -216,8 +224,11 @@ def ray_train_trainer(
             # A worker group the cluster cannot place is a controller failure
             # Ray Train would retry forever (every start timeout), leaving the
             # attempt RUNNING with nothing running: it gets the same budget.
+            # Ray Train counts the two kinds apart; RestartBudget counts them
+            # together, and reports each restart to the control plane.
             failure_config=FailureConfig(
                 max_failures=restarts_left, controller_failure_limit=restarts_left
             ),
+            callbacks=[RestartBudget(restarts_left)],
         ),
     )

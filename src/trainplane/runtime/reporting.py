@@ -8,6 +8,10 @@ A 409 means the control plane considers the attempt over: the reporter stops.
 A 429 (reporting too often) makes it wait the Retry-After asked, points kept.
 Without a control plane (a local run) points can go to a JSON Lines file
 instead.
+
+Restarts Ray Train makes in place are told through the same endpoint, one
+at a time and at once (:func:`report_restart`): each spends the job's restart
+budget, so the scheduler must know of it before the attempt ends.
 """
 
 from __future__ import annotations
@@ -17,14 +21,27 @@ import math
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import httpx
+
+from trainplane.jobs.progress import MAX_RESTART_ERROR, InPlaceRestart, ProgressReport
+from trainplane.runtime import env as tp_env
 
 SEND_EVERY_SECONDS = 2.0
 HEARTBEAT_SECONDS = 10.0  # with nothing new to send, post this often anyway
 MAX_BATCH = 1000
 MAX_QUEUED = 20_000  # beyond this the oldest points are dropped, never the run
+
+
+def progress_endpoint(
+    url: str | None, job_id: str | None, attempt_id: str | None, token: str | None
+) -> str | None:
+    """Where the attempt reports; None without a control plane to report to."""
+    if url and job_id and attempt_id and token:
+        return f"{url.rstrip('/')}/v1/jobs/{job_id}/attempts/{attempt_id}/progress"
+    return None
 
 
 class ProgressReporter:
@@ -38,11 +55,7 @@ class ProgressReporter:
         metrics_file: str | None = None,
         send_every: float = SEND_EVERY_SECONDS,
     ) -> None:
-        self.endpoint = (
-            f"{url.rstrip('/')}/v1/jobs/{job_id}/attempts/{attempt_id}/progress"
-            if url and job_id and attempt_id and token
-            else None
-        )
+        self.endpoint = progress_endpoint(url, job_id, attempt_id, token)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.metrics_file = metrics_file
         self.send_every = send_every
@@ -172,3 +185,52 @@ def _retry_after(answer: httpx.Response) -> float:
         return min(max(float(answer.headers.get("Retry-After", "")), 0.0), HEARTBEAT_SECONDS)
     except ValueError:
         return SEND_EVERY_SECONDS
+
+
+def report_restart(
+    kind: Literal["worker_group", "placement"],
+    number: int,
+    error: str,
+    *,
+    environ: Mapping[str, str],
+    tries: int = 3,
+    timeout: float = 5.0,
+) -> bool:
+    """Tell the control plane of the attempt's ``number``-th restart in place
+    (the attempt's ids, token and control plane are read from ``environ``);
+    True once it is recorded. Tried a few times: a restart it never hears of
+    is one the budget does not count. Without a control plane (a local run)
+    nothing is sent."""
+    token = environ.get(tp_env.ATTEMPT_TOKEN)
+    endpoint = progress_endpoint(
+        environ.get(tp_env.CONTROL_PLANE_URL),
+        environ.get(tp_env.JOB_ID),
+        environ.get(tp_env.ATTEMPT_ID),
+        token,
+    )
+    if endpoint is None:
+        return False
+    restart = InPlaceRestart(kind=kind, number=number, error=error[:MAX_RESTART_ERROR])
+    body = ProgressReport(restarts=[restart]).model_dump(mode="json", exclude_none=True)
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(timeout=timeout, headers=headers) as client:
+        for attempt in range(1, tries + 1):
+            try:
+                answer = client.post(endpoint, json=body)
+            except httpx.HTTPError:
+                answer = None
+            if answer is not None and answer.status_code < 300:
+                return True
+            busy = answer is not None and answer.status_code == 429
+            if answer is not None and not busy and answer.status_code < 500:
+                # Refused for good (the attempt ended, the token no longer holds).
+                print(
+                    f"trainplane: the control plane refused a restart report "
+                    f"({answer.status_code}): {answer.text[:300]}",
+                    flush=True,
+                )
+                return False
+            if attempt < tries:
+                time.sleep(_retry_after(answer) if answer is not None and busy else attempt)
+    print("trainplane: the control plane did not hear of a restart in place", flush=True)
+    return False

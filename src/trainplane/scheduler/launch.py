@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from trainplane.jobs import retries
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.services.file_access import FileAccess
@@ -113,10 +114,11 @@ def launch_request(
 
 def restarts_left(spec: dict[str, Any], restarts_used: int) -> int:
     """Restarts the job's retry policy still allows, after the ``restarts_used``
-    by earlier attempts (failed or lost after they ran; a preempted or
-    cancelled attempt uses none)."""
+    by earlier attempts: those that failed or were lost after they ran, and
+    the restarts made in place within any attempt (jobs.retries; a preempted
+    or cancelled attempt uses none). The attempt may spend them in place."""
     max_restarts = int((spec.get("retries") or {}).get("max_restarts", 0))
-    return max(0, max_restarts - restarts_used)
+    return retries.restarts_left(max_restarts, restarts_used)
 
 
 def resuming_spec(spec: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,11 @@ MAX_METRIC_KEYS distinct metric names per report and per attempt. A report
 that would take an attempt past that many names is refused whole (a 422 on
 ``metrics``), not cut: what was recorded stays exact, and the refusal reaches
 the job's log. Names are at most 128 characters (``jobs.progress``).
+
+A report may also carry the restarts Ray Train made in place (numbered per
+attempt, so one sent twice counts once): they are kept on the attempt, where
+the scheduler counts them against the job's restart budget (services.restarts),
+and each gets a job event.
 """
 
 from __future__ import annotations
@@ -25,21 +30,25 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.base import json_merge, utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import JobAttempt, JobMetric
+from trainplane.db.models import Job, JobAttempt, JobMetric
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError, RateLimitedError
 from trainplane.jobs.preemption import PREEMPTED
-from trainplane.jobs.progress import ProgressReport
-from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
+from trainplane.jobs.progress import InPlaceRestart, ProgressReport
+from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey, check_attempt_token
 from trainplane.services.jobs import load_job
 from trainplane.services.rate_limits import RateLimit
+from trainplane.services.restarts import restarts_used_by
+from trainplane.services.status import record_note
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
 # A reporter sends every couple of seconds, and at each checkpoint.
 PROGRESS_BURST = 20
 PROGRESS_PER_SECOND = 2.0
 MAX_METRIC_KEYS = 256
+# The actor named on the job events of what an attempt's runtime reported.
+RUNTIME_ACTOR = "runtime"
 
 
 def progress_rate_limit() -> RateLimit:
@@ -150,11 +159,14 @@ def record_progress(
                 JobAttempt.stop_reason,
                 JobAttempt.stop_requested_at,
                 JobAttempt.latest_metrics,
+                JobAttempt.in_place_restarts,
             )
             .execution_options(synchronize_session=False)
         ).first()
         if row is None:
             _refuse(session, job_id, attempt_id)
+        if report.restarts:
+            _record_restarts(session, job_id, attempt_id, row.in_place_restarts, report.restarts)
         names = len(row.latest_metrics or {})
         if names > MAX_METRIC_KEYS:  # raised in the transaction: nothing is kept
             raise InvalidInputError(
@@ -179,6 +191,51 @@ def record_progress(
     if row.stop_reason == PREEMPTED:
         return StopRequest(reason=PREEMPTED, requested_at=row.stop_requested_at or utcnow())
     return None
+
+
+def _record_restarts(
+    session: Session,
+    job_id: str,
+    attempt_id: str,
+    recorded: int,
+    restarts: list[InPlaceRestart],
+) -> None:
+    """Keep the attempt's count of restarts in place (``recorded`` so far, in
+    this transaction under the attempt's row lock) and give each new one a
+    job event, numbered within the job's whole budget."""
+    new = sorted({r.number: r for r in restarts if r.number > recorded}.values(), key=_number)
+    if not new:
+        return
+    count = new[-1].number
+    session.execute(
+        update(JobAttempt)
+        .where(JobAttempt.id == attempt_id)
+        .values(in_place_restarts=count)
+        .execution_options(synchronize_session=False)
+    )
+    status, spec = session.execute(select(Job.status, Job.spec).where(Job.id == job_id)).one()
+    budget = int((spec.get("retries") or {}).get("max_restarts", 0))
+    # Restarts used in all now, the last of these included.
+    used = restarts_used_by(session, job_id).before_next_attempt
+    for restart in new:
+        what = (
+            "worker group restarted in place"
+            if restart.kind == "worker_group"
+            else "placement retried in place"
+        )
+        which = used - (count - restart.number)
+        cause = f": {restart.error}" if restart.error else ""
+        record_note(
+            session,
+            job_id,
+            JobStatus(status),
+            reason=f"{what} (restart {which} of {budget}){cause}",
+            actor=RUNTIME_ACTOR,
+        )
+
+
+def _number(restart: InPlaceRestart) -> int:
+    return restart.number
 
 
 def latest_values(report: ProgressReport) -> dict[str, float]:

@@ -38,11 +38,13 @@ def report_progress(
     token_key: TokenKeyDep,
     token: BearerTokenDep,
 ) -> ProgressAckOut:
-    """For the attempt's runtime: its step and a batch of metric points. Every
-    call is a heartbeat. The answer's `stop` asks the attempt to checkpoint and
-    stop (it was preempted). 409 once the attempt has ended: stop reporting.
-    429 (with Retry-After) past a burst of reports; 422 on `metrics` for a
-    report that would give the attempt more distinct metric names than allowed."""
+    """For the attempt's runtime: its step, a batch of metric points, and the
+    restarts Ray Train made in place (numbered; each spends the job's restart
+    budget and gets a job event). Every call is a heartbeat. The answer's
+    `stop` asks the attempt to checkpoint and stop (it was preempted). 409
+    once the attempt has ended: stop reporting. 429 (with Retry-After) past a
+    burst of reports; 422 on `metrics` for a report that would give the
+    attempt more distinct metric names than allowed."""
     # Authenticated by the attempt token (TRAINPLANE_ATTEMPT_TOKEN), not by a
     # Caller: the runtime holds no user's credential, and must not, since its
     # code and environment are the job author's. The token lets it do one

@@ -1,0 +1,42 @@
+"""How much of their restart budget jobs have used, read from their attempts
+(the rules are jobs.retries'): failed or lost attempts that had run, and the
+restarts Ray Train made in place, as each attempt's runtime reported them."""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy.orm import Session
+
+from trainplane.db.models import JobAttempt
+from trainplane.jobs.retries import RestartsUsed
+from trainplane.jobs.states import AttemptStatus
+
+# Failed or lost after it ran: a preempted (STOPPED), cancelled or
+# never-started attempt uses none.
+_FAILED_AFTER_IT_RAN = and_(
+    JobAttempt.status.in_([AttemptStatus.FAILED.value, AttemptStatus.LOST.value]),
+    or_(JobAttempt.started_at.is_not(None), JobAttempt.exit_code.is_not(None)),
+)
+
+
+def restarts_used(session: Session, job_ids: list[str]) -> dict[str, RestartsUsed]:
+    """Per job of ``job_ids`` that has attempts, what they used so far."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(
+            JobAttempt.job_id,
+            func.sum(case((_FAILED_AFTER_IT_RAN, 1), else_=0)),
+            func.sum(JobAttempt.in_place_restarts),
+        )
+        .where(JobAttempt.job_id.in_(job_ids))
+        .group_by(JobAttempt.job_id)
+    )
+    return {
+        job_id: RestartsUsed(failed_attempts=int(failed or 0), in_place=int(in_place or 0))
+        for job_id, failed, in_place in rows
+    }
+
+
+def restarts_used_by(session: Session, job_id: str) -> RestartsUsed:
+    return restarts_used(session, [job_id]).get(job_id, RestartsUsed())
