@@ -13,6 +13,7 @@ from sqlalchemy import select
 from tests.factories import insert_jobs, job_attempts, job_events, job_row, make_cluster, small_spec
 from trainplane.db.base import utcnow
 from trainplane.db.models import JobAttempt, JobTracking
+from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.states import JobStatus
 from trainplane.services import attempts as svc
 from trainplane.services.placement import place_queued_jobs
@@ -320,7 +321,7 @@ def test_a_claim_carries_what_stuck_detection_and_launch_need(session):
 def test_a_stuck_stop_is_a_failure_that_restarts_while_restarts_remain(session):
     spec = small_spec(retries={"max_restarts": 1, "backoff_seconds": 0})
     job_id = _running_with_progress(session, spec, step=40, silent_for=timedelta(minutes=2))
-    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=StopReason.STUCK))
     assert job_row(session, job_id).status == "RUNNING"  # until Ray confirms the stop
     _apply(session, _claim_one(session), svc.Observed("STOPPED", logs="step 40\n"))
     job = job_row(session, job_id)
@@ -336,7 +337,7 @@ def test_a_stuck_stop_is_a_failure_that_restarts_while_restarts_remain(session):
 def test_a_stuck_stop_without_restarts_left_fails_the_job(session):
     spec = small_spec(retries={"max_restarts": 0})
     job_id = _running_with_progress(session, spec, step=7, silent_for=timedelta(seconds=45))
-    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=svc.STUCK))
+    _apply(session, _claim_one(session), svc.Observed("RUNNING", stop_reason=StopReason.STUCK))
     # However Ray words the end of a stopped job, it is the stuck failure.
     _apply(session, _claim_one(session), svc.Observed("FAILED", exit_code=-15, logs="x\n"))
     job = job_row(session, job_id)

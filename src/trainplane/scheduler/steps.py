@@ -7,25 +7,21 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
-from trainplane.jobs.preemption import PREEMPTED
+from trainplane.jobs.attempts import RayJobStatus, StopReason
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.scheduler.code import BundleFolders
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
-from trainplane.services.attempt_tokens import attempt_token
-from trainplane.services.attempts import (
-    STUCK,
-    AttemptWork,
+from trainplane.services.attempt_outcomes import (
     Launched,
     Observed,
     Outcome,
     Rejected,
     Unreachable,
 )
+from trainplane.services.attempt_tokens import attempt_token
+from trainplane.services.attempts import AttemptWork
 from trainplane.services.file_access import FileAccess
 from trainplane.services.locations import checkpoint_root, model_root
-
-MAX_RUNTIME = "max_runtime"
-CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -49,12 +45,12 @@ def advance(
     ray = clusters.get(work.cluster_address)
     try:
         if work.job_status is JobStatus.CANCELLING:
-            return _stop(ray, work, work.stop_reason or CANCELLED)
-        if work.stop_reason == PREEMPTED:
+            return _stop(ray, work, work.stop_reason or StopReason.CANCELLED)
+        if work.stop_reason == StopReason.PREEMPTED:
             # Checkpoint first: the runtime stops by itself once it has saved;
             # only what still runs after the grace period is stopped.
             if _grace_over(work, now, context.preemption_grace_seconds):
-                return _stop(ray, work, PREEMPTED)
+                return _stop(ray, work, StopReason.PREEMPTED)
             return _observe(ray, work)
         if work.stop_reason:
             return _stop(ray, work, work.stop_reason)
@@ -102,10 +98,11 @@ def advance(
         state = ray.state(work.attempt_id)
         if state is None:
             return Observed(status=None)
-        if state.status == "RUNNING" and _over_time(work, now):
-            return _stop(ray, work, MAX_RUNTIME)
-        if state.status == "RUNNING" and is_stuck(work, now, context.stuck_after_seconds):
-            return _stop(ray, work, STUCK)
+        running = state.status == RayJobStatus.RUNNING
+        if running and _over_time(work, now):
+            return _stop(ray, work, StopReason.MAX_RUNTIME)
+        if running and is_stuck(work, now, context.stuck_after_seconds):
+            return _stop(ray, work, StopReason.STUCK)
         logs = ray.logs(work.attempt_id) if state.ended else None
         return Observed(state.status, state.message, state.exit_code, logs)
     except LaunchError as exc:

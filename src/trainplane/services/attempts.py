@@ -16,28 +16,33 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import StaleStateError
+from trainplane.jobs.attempts import RayJobStatus, StopReason, decide
 from trainplane.jobs.durations import format_duration, parse_duration
 from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
-from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, cluster_start_timeout
+from trainplane.services.attempt_outcomes import (
+    Launched,
+    Outcome,
+    finding_of,
+    move_attempt,
+    reason_facts,
+    record_look,
+)
+from trainplane.services.attempt_outcomes import Observed as Observed  # re-exported
+from trainplane.services.attempt_outcomes import Rejected as Rejected  # re-exported
+from trainplane.services.attempt_outcomes import Unreachable as Unreachable  # re-exported
 from trainplane.services.leases import claim_due
-from trainplane.services.preemption import preemptor_name
-from trainplane.services.restarts import restarts_used, restarts_used_by
 from trainplane.services.status import SCHEDULER_ACTOR, set_status
 
 A = AttemptStatus
 _LIVE_VALUES = [s.value for s in LIVE_ATTEMPT_STATUSES]
-# The stop_reason of an attempt stopped because its step stopped advancing.
-STUCK = "stuck"
-LOG_TAIL_BYTES = 64 * 1024
-REASON_LOG_LINES = 20
 
 
 @dataclass(frozen=True)
@@ -68,43 +73,13 @@ class AttemptWork:
     stuck_after_seconds: int | None = None  # the spec's stuck_after; None: the server's
     stop_requested_at: datetime | None = None
     # Only for a PENDING attempt: restarts its job has used so far (attempts
-    # that ran and failed or were lost, and restarts in place: jobs.retries),
-    # and whether the attempt before it was preempted.
+    # that ran and failed or were lost), and whether the attempt before it was
+    # preempted.
     restarts_used: int = 0
     after_preemption: bool = False
     # How long its workers may wait to be placed: its cluster's (autoscaling
     # clusters need minutes to add a node).
     start_timeout: float = FIXED_START_TIMEOUT
-
-
-# --- outcomes of the slow phase ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Launched:
-    new: bool  # False: the Ray job already existed (a launch repeated after a crash)
-
-
-@dataclass(frozen=True)
-class Rejected:
-    message: str  # the cluster refused the job; retrying will not help
-
-
-@dataclass(frozen=True)
-class Unreachable:
-    message: str
-
-
-@dataclass(frozen=True)
-class Observed:
-    status: str | None  # Ray's status; None when the cluster has no such job
-    message: str = ""
-    exit_code: int | None = None
-    logs: str | None = None  # the whole log, fetched once the Ray job ended
-    stop_reason: str | None = None  # set when this look asked the cluster to stop it
-
-
-Outcome = Launched | Rejected | Unreachable | Observed
 
 
 @dataclass
@@ -177,23 +152,36 @@ def claim_attempts(
 
 def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str, Any]]:
     """What launching the next attempt of each job needs to know about the
-    earlier ones: how many restarts they used (jobs.retries), and whether the
-    last one was preempted (the next resumes from its checkpoint whatever the
-    spec says)."""
+    earlier ones: how many restarts they used, and whether the last one was
+    preempted (the next resumes from its checkpoint whatever the spec says)."""
     if not job_ids:
         return {}
-    history: dict[str, dict[str, Any]] = {
-        job_id: {"restarts_used": used.before_next_attempt, "after_preemption": False}
-        for job_id, used in restarts_used(session, job_ids).items()
-    }
+    history: dict[str, dict[str, Any]] = {}
     rows = session.execute(
-        select(JobAttempt.job_id, JobAttempt.stop_reason)
+        select(
+            JobAttempt.job_id,
+            JobAttempt.status,
+            JobAttempt.stop_reason,
+            JobAttempt.started_at,
+            JobAttempt.exit_code,
+        )
         .where(JobAttempt.job_id.in_(job_ids), JobAttempt.status.not_in(_LIVE_VALUES))
         .order_by(JobAttempt.job_id, JobAttempt.number)
     )
     for row in rows:
-        history[row.job_id]["after_preemption"] = row.stop_reason == PREEMPTED
+        entry = history.setdefault(row.job_id, {"restarts_used": 0, "after_preemption": False})
+        if _used_a_restart(row):
+            entry["restarts_used"] += 1
+        entry["after_preemption"] = row.stop_reason == PREEMPTED
     return history
+
+
+def _used_a_restart(attempt: Any) -> bool:
+    """Failed or lost after it ran: what a job's retry budget counts. A
+    preempted, cancelled or never-started attempt uses none."""
+    return attempt.status in (A.FAILED.value, A.LOST.value) and (
+        attempt.started_at is not None or attempt.exit_code is not None
+    )
 
 
 def _seconds(duration: str | None) -> int | None:
@@ -249,130 +237,37 @@ def _apply(
     applied: Applied,
     lost_after_seconds: float,
 ) -> None:
-    where = f"cluster {work.cluster_name}"
-    status = JobStatus(job.status)
+    """Record the look, then do what jobs.attempts decides about it."""
+    record_look(attempt, outcome, now)
+    if isinstance(outcome, Launched) and not outcome.new:
+        applied.notes.append("the Ray job already existed; not launched again")
+    found = finding_of(outcome, attempt, now, lost_after_seconds=lost_after_seconds)
+    decision = decide(
+        found,
+        stop=StopReason(attempt.stop_reason) if attempt.stop_reason else None,
+        job=JobStatus(job.status),
+        attempt=AttemptStatus(attempt.status),
+    )
+    facts = reason_facts(session, job, attempt, work.cluster_name, work.accelerator, outcome, now)
+    if decision.attempt is not None:
+        reason = decision.attempt_reason.format_map(facts)
+        move_attempt(attempt, decision.attempt, now, reason=reason)
+    if decision.job is None:
+        return
 
     def move(target: JobStatus, reason: str, message: str = "") -> None:
         set_status(session, job, target, reason=reason, message=message, actor=SCHEDULER_ACTOR)
         applied.job_status = target
 
-    if isinstance(outcome, Launched):
-        attempt.status = A.SUBMITTED.value
-        attempt.submitted_at = attempt.submitted_at or now
-        attempt.last_seen_at = now
-        if not outcome.new:
-            applied.notes.append("the Ray job already existed; not launched again")
-        return
-
-    if isinstance(outcome, Rejected):
-        _end_attempt(attempt, A.FAILED, now, reason=outcome.message)
-        if status is JobStatus.CANCELLING:
-            move(JobStatus.CANCELLED, "cancelled before it started")
-        else:
-            move(JobStatus.FAILED, f"{where} refused the job: {outcome.message}")
-        return
-
-    if isinstance(outcome, Unreachable):
-        seen = attempt.last_seen_at or attempt.submitted_at or attempt.created_at
-        silent = (now - seen).total_seconds()
-        if silent < lost_after_seconds:
-            return  # keep looking; the cluster may come back
-        lost = f"{where} stopped answering for {format_duration(int(silent))}: {outcome.message}"
-        _end_attempt(attempt, A.LOST, now, reason=lost)
-        _after_attempt_ended(session, job, attempt, move, lost, ran=attempt.started_at is not None)
-        return
-
-    assert isinstance(outcome, Observed)
-    attempt.last_seen_at = now
-    if outcome.stop_reason and not attempt.stop_reason:
-        attempt.stop_reason = outcome.stop_reason
-    if outcome.status is None:
-        if attempt.status == A.PENDING.value:
-            # Cancelled before the Ray job existed: nothing runs anywhere.
-            _end_attempt(attempt, A.STOPPED, now, reason="stopped before launch")
-            if status is JobStatus.CANCELLING:
-                move(JobStatus.CANCELLED, "cancelled before it started")
-            return
-        lost = f"{where} no longer knows the attempt (was its Ray head restarted?)"
-        _end_attempt(attempt, A.LOST, now, reason=lost)
-        _after_attempt_ended(session, job, attempt, move, lost, ran=attempt.started_at is not None)
-        return
-
-    if outcome.status in ("PENDING",):
-        return
-    if outcome.status == "RUNNING":
-        if attempt.status != A.RUNNING.value:
-            attempt.status = A.RUNNING.value
-            attempt.started_at = now
-        if status is JobStatus.STARTING:
-            workers = job.gpus
-            kind = (
-                "GPU workers with nccl"
-                if work.accelerator.lower() != "cpu"
-                else ("CPU workers with gloo (cpu cluster)")
-            )
-            move(JobStatus.RUNNING, f"running on {where}: {workers} {kind}")
-        return
-
-    # The Ray job ended.
-    tail = (outcome.logs or "")[-LOG_TAIL_BYTES:]
-    attempt.log_tail = tail
-    attempt.exit_code = outcome.exit_code
-    last_lines = "\n".join(tail.strip().splitlines()[-REASON_LOG_LINES:])
-    if outcome.status == "SUCCEEDED":
-        _end_attempt(attempt, A.SUCCEEDED, now, reason="succeeded")
-        if status in (JobStatus.STARTING, JobStatus.RUNNING, JobStatus.CANCELLING):
-            move(JobStatus.SUCCEEDED, f"succeeded on {where}", last_lines)
-        return
-    if attempt.stop_reason == PREEMPTED and status is not JobStatus.CANCELLING:
-        # Whether it stopped by itself after its checkpoint or was stopped at
-        # the end of the grace period, it goes back to the queue without using
-        # a restart; the next attempt resumes from the latest checkpoint.
-        by = preemptor_name(session, attempt.preempted_by)
-        _end_attempt(attempt, A.STOPPED, now, reason=f"preempted by {by}")
-        move(
-            JobStatus.QUEUED,
-            f"preempted by {by}; back in the queue, resumes from its latest checkpoint",
-            last_lines,
-        )
-        return
-    if attempt.stop_reason == STUCK and status is not JobStatus.CANCELLING:
-        # Stopped by us for hanging: a failure like a crash, so the job
-        # restarts (from its last checkpoint) while restarts remain. Whether
-        # Ray calls the end STOPPED or FAILED depends on how the process died.
-        reason = _stuck_reason(attempt, now)
-        _end_attempt(attempt, A.FAILED, now, reason=reason)
-        _after_attempt_ended(session, job, attempt, move, reason, ran=True, message=last_lines)
-        return
-    if outcome.status == "STOPPED":
-        _end_attempt(
-            attempt,
-            A.STOPPED,
-            now,
-            reason=f"stopped ({attempt.stop_reason or 'outside trainplane'})",
-        )
-        if status is JobStatus.CANCELLING:
-            move(JobStatus.CANCELLED, "cancelled; the attempt was stopped", last_lines)
-        elif attempt.stop_reason == "max_runtime":
-            limit = format_duration(job.max_runtime_seconds or 0)
-            move(JobStatus.FAILED, f"exceeded max_runtime {limit}; stopped", last_lines)
-        else:
-            move(
-                JobStatus.FAILED,
-                f"the Ray job was stopped outside trainplane on {where}",
-                last_lines,
-            )
-        return
-    # FAILED
-    code = outcome.exit_code
-    detail = _failure_cause(tail) or _last_line(tail) or outcome.message
-    reason = f"exit code {code}" if code is not None else "the Ray job failed"
-    reason = f"{reason} on {where}: {detail}" if detail else f"{reason} on {where}"
-    _end_attempt(attempt, A.FAILED, now, reason=reason)
-    if status is JobStatus.CANCELLING:
-        move(JobStatus.CANCELLED, "cancelled; the attempt ended", last_lines)
-        return
-    _after_attempt_ended(session, job, attempt, move, reason, ran=True, message=last_lines)
+    ray_ended = isinstance(found, RayJobStatus) and found.ended
+    message = facts["log_lines"] if ray_ended else ""
+    reason = decision.job_reason.format_map(facts)
+    if decision.uses_restart:
+        # The only way to the retry policy: the decision said this attempt
+        # used a restart.
+        _after_attempt_ended(session, job, attempt, move, reason, ran=True, message=message)
+    else:
+        move(decision.job, reason, message)
 
 
 def _after_attempt_ended(
@@ -396,12 +291,22 @@ def _after_attempt_ended(
         return
     retries = job.spec.get("retries") or {}
     session.flush()
-    spent = restarts_used_by(session, job.id)  # this attempt's failure included
+    failures = (
+        session.scalar(
+            select(func.count())
+            .select_from(JobAttempt)
+            .where(
+                JobAttempt.job_id == job.id,
+                JobAttempt.status.in_([A.FAILED.value, A.LOST.value]),
+                or_(JobAttempt.started_at.is_not(None), JobAttempt.exit_code.is_not(None)),
+            )
+        )
+        or 0
+    )
     decision = after_failure(
         max_restarts=int(retries.get("max_restarts", 0)),
-        failures_so_far=spent.failed_attempts,
+        failures_so_far=failures,
         backoff_seconds=float(retries.get("backoff_seconds", 30)),
-        in_place_restarts=spent.in_place,
     )
     if not decision.retry:
         used = decision.restarts_used
@@ -418,35 +323,6 @@ def _after_attempt_ended(
         f"{format_duration(max(1, int(decision.delay_seconds)))}",
         message,
     )
-
-
-def _stuck_reason(attempt: JobAttempt, now: datetime) -> str:
-    since = attempt.last_progress_at or attempt.started_at or now
-    silent = format_duration(max(1, int((now - since).total_seconds())))
-    return f"stuck: no progress for {silent} (last step {attempt.progress_step})"
-
-
-def _end_attempt(attempt: JobAttempt, status: AttemptStatus, now: datetime, *, reason: str) -> None:
-    attempt.status = status.value
-    attempt.finished_at = now
-    attempt.reason = reason
-
-
-def _failure_cause(text: str) -> str:
-    """The cause the driver reported for a training failure, if it did."""
-    for line in reversed(text.strip().splitlines()):
-        _, marker, cause = line.partition(tp_env.TRAINING_FAILED)
-        if marker:
-            return cause.strip()[:300]
-    return ""
-
-
-def _last_line(text: str) -> str:
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line and not line.startswith("trainplane:"):
-            return line[:300]
-    return ""
 
 
 def requeue_restarts(session: Session, now: datetime) -> int:
