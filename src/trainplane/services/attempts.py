@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt
@@ -39,6 +39,7 @@ from trainplane.services.attempt_outcomes import Observed as Observed  # re-expo
 from trainplane.services.attempt_outcomes import Rejected as Rejected  # re-exported
 from trainplane.services.attempt_outcomes import Unreachable as Unreachable  # re-exported
 from trainplane.services.leases import claim_due
+from trainplane.services.restarts import restarts_used, restarts_used_by
 from trainplane.services.status import SCHEDULER_ACTOR, set_status
 
 A = AttemptStatus
@@ -73,8 +74,8 @@ class AttemptWork:
     stuck_after_seconds: int | None = None  # the spec's stuck_after; None: the server's
     stop_requested_at: datetime | None = None
     # Only for a PENDING attempt: restarts its job has used so far (attempts
-    # that ran and failed or were lost), and whether the attempt before it was
-    # preempted.
+    # that ran and failed or were lost, and restarts in place: jobs.retries),
+    # and whether the attempt before it was preempted.
     restarts_used: int = 0
     after_preemption: bool = False
     # How long its workers may wait to be placed: its cluster's (autoscaling
@@ -152,36 +153,23 @@ def claim_attempts(
 
 def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str, Any]]:
     """What launching the next attempt of each job needs to know about the
-    earlier ones: how many restarts they used, and whether the last one was
-    preempted (the next resumes from its checkpoint whatever the spec says)."""
+    earlier ones: how many restarts they used (jobs.retries), and whether the
+    last one was preempted (the next resumes from its checkpoint whatever the
+    spec says)."""
     if not job_ids:
         return {}
-    history: dict[str, dict[str, Any]] = {}
+    history: dict[str, dict[str, Any]] = {
+        job_id: {"restarts_used": used.before_next_attempt, "after_preemption": False}
+        for job_id, used in restarts_used(session, job_ids).items()
+    }
     rows = session.execute(
-        select(
-            JobAttempt.job_id,
-            JobAttempt.status,
-            JobAttempt.stop_reason,
-            JobAttempt.started_at,
-            JobAttempt.exit_code,
-        )
+        select(JobAttempt.job_id, JobAttempt.stop_reason)
         .where(JobAttempt.job_id.in_(job_ids), JobAttempt.status.not_in(_LIVE_VALUES))
         .order_by(JobAttempt.job_id, JobAttempt.number)
     )
     for row in rows:
-        entry = history.setdefault(row.job_id, {"restarts_used": 0, "after_preemption": False})
-        if _used_a_restart(row):
-            entry["restarts_used"] += 1
-        entry["after_preemption"] = row.stop_reason == PREEMPTED
+        history[row.job_id]["after_preemption"] = row.stop_reason == PREEMPTED
     return history
-
-
-def _used_a_restart(attempt: Any) -> bool:
-    """Failed or lost after it ran: what a job's retry budget counts. A
-    preempted, cancelled or never-started attempt uses none."""
-    return attempt.status in (A.FAILED.value, A.LOST.value) and (
-        attempt.started_at is not None or attempt.exit_code is not None
-    )
 
 
 def _seconds(duration: str | None) -> int | None:
@@ -291,22 +279,12 @@ def _after_attempt_ended(
         return
     retries = job.spec.get("retries") or {}
     session.flush()
-    failures = (
-        session.scalar(
-            select(func.count())
-            .select_from(JobAttempt)
-            .where(
-                JobAttempt.job_id == job.id,
-                JobAttempt.status.in_([A.FAILED.value, A.LOST.value]),
-                or_(JobAttempt.started_at.is_not(None), JobAttempt.exit_code.is_not(None)),
-            )
-        )
-        or 0
-    )
+    spent = restarts_used_by(session, job.id)  # this attempt's failure included
     decision = after_failure(
         max_restarts=int(retries.get("max_restarts", 0)),
-        failures_so_far=failures,
+        failures_so_far=spent.failed_attempts,
         backoff_seconds=float(retries.get("backoff_seconds", 30)),
+        in_place_restarts=spent.in_place,
     )
     if not decision.retry:
         used = decision.restarts_used
