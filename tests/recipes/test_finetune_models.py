@@ -13,10 +13,12 @@ import torch
 from tests.factories import finetune_spec
 from tests.runtime.test_safe_resume import _no_deepspeed_leftovers  # noqa: F401
 from trainplane.jobs.memory import StrategyChoice, Workload, _frozen_bytes
-from trainplane.jobs.spec import parse_spec
+from trainplane.jobs.spec import Method, parse_spec
 from trainplane.recipes.finetune import models, recipe
 from trainplane.runtime.context import TrainContext
 from trainplane.testing.tiny_models import arithmetic_rows, build_tiny_llama, write_jsonl
+
+pytestmark = pytest.mark.ray_free
 
 LORA = {"type": "lora", "r": 4, "alpha": 8}
 
@@ -50,7 +52,8 @@ def test_the_base_loads_in_the_training_dtype_unless_its_weights_are_the_master(
 
 def test_a_bf16_base_with_gradient_checkpointing_trains_its_fp32_adapters(tiny_llama: Path):
     model = models.with_lora(
-        models.load_base(str(tiny_llama), dtype=torch.bfloat16, gradient_checkpointing=True), LORA
+        models.load_base(str(tiny_llama), dtype=torch.bfloat16, gradient_checkpointing=True),
+        Method.model_validate({**LORA, "dropout": 0.0}),
     )
     base = {p.dtype for n, p in model.named_parameters() if "lora_" not in n}
     adapters = {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -88,8 +91,9 @@ def test_the_recipe_enables_gradient_checkpointing_when_the_spec_asks(
         model={"activation_checkpointing": checkpointing},
         hyperparameters={"max_steps": 1, "micro_batch_size": 2, "max_seq_len": 32},
     )
-    spec = parse_spec(document).model_dump(mode="json")
-    context = TrainContext(spec, rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
+    context = TrainContext(
+        parse_spec(document), rank=0, local_rank=0, world_size=1, device=torch.device("cpu")
+    )
     metrics = recipe.train(context)
     assert context.global_step == 1 and torch.isfinite(torch.tensor(metrics["loss"]))
     model = context.unwrap()

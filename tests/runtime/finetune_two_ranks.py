@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from trainplane.jobs.spec import parse_spec
+from trainplane.jobs.spec import Method, parse_spec
 from trainplane.recipes.finetune import models, recipe
 from trainplane.runtime.context import TrainContext
 from trainplane.testing.memory_probe import (
@@ -56,7 +56,9 @@ def write_spec(folder: Path) -> None:
 
 def _context(spec: dict[str, Any], rank: int, strategy: str, precision: str) -> TrainContext:
     spec = {**copy.deepcopy(spec), "strategy": {"type": strategy}, "precision": precision}
-    return TrainContext(spec, rank=rank, local_rank=rank, world_size=2, device=torch.device("cpu"))
+    return TrainContext(
+        parse_spec(spec), rank=rank, local_rank=rank, world_size=2, device=torch.device("cpu")
+    )
 
 
 def _peak_while(build: Any) -> tuple[torch.nn.Module, int]:
@@ -85,7 +87,7 @@ def run(out: Path, rank: int) -> dict[str, Any]:
     dist.barrier()
     spec = json.loads((out / "spec.json").read_text())
     folder = spec["base_model"]
-    lora = spec["method"]
+    lora = Method.model_validate(spec["method"])
     ctx = _context(spec, rank, "fsdp", "bf16")
     recipe.build_model(ctx, folder)  # imports transformers and peft first
     model, build_peak = _peak_while(lambda: recipe.build_model(ctx, folder))

@@ -11,14 +11,22 @@ import pytest
 import torch
 
 from tests.factories import example_module
+from trainplane.jobs.spec import parse_spec
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.storage import checkpoints as layout
 from trainplane.storage.backends import StorageError, open_storage
 
-pytestmark = pytest.mark.usefixtures("one_rank_group")
+pytestmark = [pytest.mark.ray_free, pytest.mark.usefixtures("one_rank_group")]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def one_rank(spec: dict[str, Any], **options: Any) -> TrainContext:
+    """Rank 0 of a world of one, on the CPU."""
+    return TrainContext(
+        parse_spec(spec), rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), **options
+    )
 
 
 def mlp_train_loop() -> Any:
@@ -39,6 +47,7 @@ def run(
     metrics = tmp_path / f"{name}.jsonl"
     spec = {
         "kind": "train",
+        "name": name,
         "entrypoint": {
             "function": "train:train_loop",
             "args": {"steps": steps, "hidden": 32, **(args or {})},
@@ -48,12 +57,8 @@ def run(
         "checkpoint": checkpoint,
         **spec_fields,
     }
-    context = TrainContext(
+    context = one_rank(
         spec,
-        rank=0,
-        local_rank=0,
-        world_size=1,
-        device=torch.device("cpu"),
         checkpoint_root=root,
         reporter=ProgressReporter(
             url=None, job_id=None, attempt_id=None, token=None, metrics_file=str(metrics)
@@ -232,18 +237,12 @@ def test_a_checkpoint_without_the_frozen_parameters_resumes_exactly(
     def context(root: Path) -> TrainContext:
         spec = {
             "kind": "train",
+            "name": "frozen",
             "entrypoint": {"function": "x:y"},
             "strategy": {"type": strategy},
             "checkpoint": {"every_steps": 5},
         }
-        return TrainContext(
-            spec,
-            rank=0,
-            local_rank=0,
-            world_size=1,
-            device=torch.device("cpu"),
-            checkpoint_root=str(root),
-        )
+        return one_rank(spec, checkpoint_root=str(root))
 
     whole = frozen_first_layer_loop(context(tmp_path / "a"), 10)
     frozen_first_layer_loop(context(tmp_path / "b"), 5)
@@ -265,11 +264,10 @@ def test_a_run_resumed_from_its_final_checkpoint_trains_nothing_and_ends_well(
     run(root, tmp_path, steps=10, checkpoint={"every_steps": 5})
     spec = {
         "kind": "train",
+        "name": "resumed",
         "entrypoint": {"function": "train:train_loop", "args": {"steps": 10, "hidden": 32}},
         "checkpoint": {"every_steps": 5},
     }
-    context = TrainContext(
-        spec, rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), checkpoint_root=root
-    )
+    context = one_rank(spec, checkpoint_root=root)
     assert mlp_train_loop()(context) == {"final_loss": None, "steps": 10}
     assert context.resumed_from is not None and context.resumed_from.endswith("/step-10")

@@ -8,9 +8,12 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from trainplane.jobs.spec import parse_spec
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.driver import precision_described
 from trainplane.runtime.precision import set_matmul_precision
+
+pytestmark = pytest.mark.ray_free
 
 
 @pytest.fixture
@@ -41,7 +44,9 @@ def test_a_cpu_worker_keeps_its_matmul_precision() -> None:
 
 @pytest.mark.parametrize(("requested", "expected"), [(None, "fp32"), ("bf16", "bf16")])
 def test_a_cpu_worker_trains_in_fp32_unless_told(requested: str | None, expected: str) -> None:
-    spec = {"kind": "train", "entrypoint": {"function": "x:y"}, "precision": requested}
+    spec = parse_spec(
+        {"kind": "train", "name": "p", "entrypoint": {"function": "x:y"}, "precision": requested}
+    )
     context = TrainContext(spec, rank=0, local_rank=0, world_size=1, device=torch.device("cpu"))
     assert context.precision == expected
 

@@ -20,11 +20,12 @@ import pytest
 import torch
 
 from tests.runtime.test_checkpointing import run
+from trainplane.jobs.spec import parse_spec
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.safe_loading import UnsafeCheckpoint
 from trainplane.storage.backends import StorageError
 
-pytestmark = pytest.mark.usefixtures("one_rank_group")
+pytestmark = [pytest.mark.ray_free, pytest.mark.usefixtures("one_rank_group")]
 
 POLICY = {"every_steps": 5, "keep_last": 5}
 
@@ -125,7 +126,9 @@ def test_a_clean_resume_never_unpickles_code(
 
 
 def _context(root: Path) -> TrainContext:
-    spec = {"kind": "train", "entrypoint": {"function": "x:y"}, "checkpoint": POLICY}
+    spec = parse_spec(
+        {"kind": "train", "name": "r", "entrypoint": {"function": "x:y"}, "checkpoint": POLICY}
+    )
     return TrainContext(
         spec,
         rank=0,

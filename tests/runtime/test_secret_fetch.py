@@ -21,7 +21,7 @@ from trainplane.scheduler.launch import LaunchError, launch_request
 
 pytestmark = pytest.mark.ray_free
 
-SPEC = {"entrypoint": {"command": ["true"], "secrets": {"HF_TOKEN": "hf"}}}
+SPEC = parse_spec(small_spec(entrypoint={"command": ["true"], "secrets": {"HF_TOKEN": "hf"}}))
 
 
 class ControlPlane:
@@ -64,7 +64,7 @@ def test_the_values_are_asked_for_with_the_attempt_token(plane):
 
 
 def test_a_spec_without_secrets_asks_nothing(plane):
-    assert secret_env({"entrypoint": {"command": ["true"]}}) == {}
+    assert secret_env(parse_spec(small_spec())) == {}
     assert plane.asked == []
 
 

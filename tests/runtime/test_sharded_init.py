@@ -9,12 +9,15 @@ import math
 import pytest
 import torch
 
+from trainplane.jobs.spec import Strategy
 from trainplane.runtime.strategies import StrategySettings, make_runner
+
+pytestmark = pytest.mark.ray_free
 
 
 def _settings() -> StrategySettings:
     return StrategySettings(
-        strategy={"type": "fsdp"},
+        strategy=Strategy(type="fsdp"),
         precision="fp32",
         device=torch.device("cpu"),
         rank=0,

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from tests.runtime.test_checkpointing import run
+from trainplane.jobs.spec import DeepSpeedOptions
 from trainplane.runtime.strategies.deepspeed import deepspeed_config
 
-pytestmark = pytest.mark.usefixtures("one_rank_group")
+pytestmark = [pytest.mark.ray_free, pytest.mark.usefixtures("one_rank_group")]
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
@@ -67,11 +68,11 @@ def test_gradient_clipping_is_applied(tmp_path: Path) -> None:
 
 def test_the_users_deepspeed_config_is_merged_over_the_generated_one() -> None:
     config = deepspeed_config(
-        {
-            "stage": 3,
-            "offload_optimizer": "cpu",
-            "config": {"zero_optimization": {"overlap_comm": True}, "steps_per_print": 10},
-        },
+        DeepSpeedOptions(
+            stage=3,
+            offload_optimizer="cpu",
+            config={"zero_optimization": {"overlap_comm": True}, "steps_per_print": 10},
+        ),
         precision="bf16",
         micro_batch_size=4,
         grad_accum=2,

@@ -91,6 +91,7 @@ def test_two_ranks_build_only_their_share_train_in_bf16_and_export_fp32(tmp_path
     (tmp_path / "probe.py").write_text(PROBE)
     spec = {
         "kind": "train",
+        "name": "zero3-init",
         "entrypoint": {"function": "probe:train_loop"},
         "resources": {"gpus": 2},
         "strategy": {"type": "deepspeed", "deepspeed": {"stage": 3}},

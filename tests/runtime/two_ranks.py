@@ -31,6 +31,7 @@ import finetune_two_ranks  # this script's sibling: its folder is on sys.path
 import torch
 import torch.distributed as dist
 
+from trainplane.jobs.spec import Strategy
 from trainplane.runtime import collective, process_groups
 from trainplane.runtime.strategies import StrategySettings, make_runner
 from trainplane.testing.memory_probe import (
@@ -69,7 +70,7 @@ def build(seed: int, *, on_meta: bool) -> Net:
 
 def train(strategy: str, model: Net, rank: int) -> tuple[dict[str, list[float]] | None, int]:
     settings = StrategySettings(
-        strategy={"type": strategy},
+        strategy=Strategy(type=strategy),
         precision="fp32",
         device=torch.device("cpu"),
         rank=rank,
@@ -98,7 +99,7 @@ def train(strategy: str, model: Net, rank: int) -> tuple[dict[str, list[float]] 
 
 def main(out: Path) -> None:
     rank = int(os.environ["RANK"])
-    process_groups.join({}, device_type="cpu", rank=rank, world_size=2)
+    process_groups.join(None, device_type="cpu", rank=rank, world_size=2)
     model_bytes = sum(p.numel() * 4 for p in build(0, on_meta=True).parameters())
     record: dict[str, object] = {"model_bytes": model_bytes}
     # The copies first: what FSDP2 sets up once per process (imports,

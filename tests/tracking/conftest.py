@@ -26,6 +26,7 @@ from tests.factories import (
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
+from trainplane.jobs.spec import parse_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.runtime.context import TrainContext
 from trainplane.services.locations import model_root
@@ -127,7 +128,7 @@ class Jobs:
         spec = {**spec, "entrypoint": {**spec["entrypoint"], "args": {"steps": steps}}}
         spec["strategy"] = {"type": "ddp"}
         context = TrainContext(
-            spec,
+            parse_spec(spec),
             rank=0,
             local_rank=0,
             world_size=1,

@@ -7,13 +7,21 @@ imports no recipe code: the runtime loads the function by name on the workers.
 
 from __future__ import annotations
 
+from trainplane.jobs.spec import Entrypoint, FinetuneSpec, TrainSpec
+
 # Kinds other than ``train`` run a built-in recipe (an ordinary train function).
 RECIPE_FUNCTIONS = {"finetune": "trainplane.recipes.finetune.recipe:train"}
 
 
-def function_of(spec: dict) -> str | None:
+def entrypoint_of(spec: TrainSpec | FinetuneSpec) -> Entrypoint | None:
+    """The spec's own entrypoint; None for a kind that runs a recipe."""
+    return spec.entrypoint if isinstance(spec, TrainSpec) else None
+
+
+def function_of(spec: TrainSpec | FinetuneSpec) -> str | None:
     """The ``module:function`` a spec runs: its own, or its kind's recipe."""
-    recipe = RECIPE_FUNCTIONS.get(spec.get("kind") or "train")
+    recipe = RECIPE_FUNCTIONS.get(spec.kind)
     if recipe:
         return recipe
-    return (spec.get("entrypoint") or {}).get("function")
+    entrypoint = entrypoint_of(spec)
+    return entrypoint.function if entrypoint is not None else None

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from trainplane.jobs.spec import Checkpoint
 from trainplane.runtime import rng
 from trainplane.runtime.collective import barrier, broadcast, gather
 from trainplane.runtime.safe_loading import check_loadable, load_file
@@ -37,28 +38,6 @@ TRAINER_STATE = f"{STATE_FILE} (ctx.state, the LR scheduler and the data loaders
 
 
 @dataclass(frozen=True)
-class CheckpointPolicy:
-    every_steps: int | None = None
-    every_minutes: float | None = None
-    keep_last: int = 3
-    keep_best_metric: str | None = None
-    keep_best_mode: str = "min"
-    resume: str = "auto"  # auto | never | a checkpoint URI
-
-    @classmethod
-    def from_spec(cls, section: dict[str, Any]) -> CheckpointPolicy:
-        best = section.get("keep_best") or {}
-        return cls(
-            every_steps=section.get("every_steps"),
-            every_minutes=section.get("every_minutes"),
-            keep_last=section.get("keep_last", 3),
-            keep_best_metric=best.get("metric"),
-            keep_best_mode=best.get("mode", "min"),
-            resume=section.get("resume", "auto"),
-        )
-
-
-@dataclass(frozen=True)
 class Resumed:
     step: int
     uri: str
@@ -71,7 +50,7 @@ class Checkpointer:
     def __init__(
         self,
         root: str | None,
-        policy: CheckpointPolicy,
+        policy: Checkpoint,  # the spec's checkpoint section
         *,
         rank: int,
         world_size: int,
@@ -185,11 +164,11 @@ class Checkpointer:
         assert self.storage is not None
         folders = layout.scan(self.storage)
         complete = [folder for folder in folders if folder.complete]
+        best = self.policy.keep_best
         victims = layout.retention_victims(
             complete,
             keep_last=self.policy.keep_last,
-            keep_best_metric=self.policy.keep_best_metric,
-            keep_best_mode=self.policy.keep_best_mode,
+            **({"keep_best_metric": best.metric, "keep_best_mode": best.mode} if best else {}),
         )
         # Unfinished saves older than this one can never complete now.
         victims += [f for f in folders if not f.complete and f.step < newest]

@@ -28,10 +28,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import rng
 from trainplane.runtime.checkpointing import (
     Checkpointer,
-    CheckpointPolicy,
     numeric,
     read_rank_rng,
     read_trainer_state,
@@ -42,16 +42,15 @@ from trainplane.runtime.gpu_figures import GpuFigures
 from trainplane.runtime.precision import set_matmul_precision, training_precision
 from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
 from trainplane.runtime.reporting import ProgressReporter
+from trainplane.runtime.step_log import StepLog
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
 from trainplane.runtime.strategies.base import OptimizerArg
-
-LOG_EVERY_SECONDS = 10.0
 
 
 class TrainContext:
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: TrainSpec | FinetuneSpec,
         *,
         rank: int,
         local_rank: int,
@@ -75,15 +74,17 @@ class TrainContext:
         self.device = device
         self.job_id = job_id
         self.attempt_id = attempt_id
-        self.args: dict[str, Any] = dict((spec.get("entrypoint") or {}).get("args") or {})
-        self.strategy: str = (spec.get("strategy") or {}).get("type", "ddp")
+        self.args: dict[str, Any] = (
+            dict(spec.entrypoint.args) if isinstance(spec, TrainSpec) else {}
+        )
+        self.strategy: str = spec.strategy.type
         # Unset: bf16 on GPUs, fp32 on CPU (see trainplane.jobs.precision).
-        self.precision: str = training_precision(spec.get("precision"), device)
-        set_matmul_precision(spec.get("precision"), device)
+        self.precision: str = training_precision(spec.precision, device)
+        set_matmul_precision(spec.precision, device)
         # A fine-tune's recipe steps by its hyperparameters.
-        optimization = spec.get("optimization") or spec.get("hyperparameters") or {}
-        self.grad_accum: int = int(optimization.get("grad_accum", 1))
-        self.max_grad_norm: float | None = optimization.get("max_grad_norm")
+        optimization = spec.optimization if isinstance(spec, TrainSpec) else spec.hyperparameters
+        self.grad_accum: int = optimization.grad_accum
+        self.max_grad_norm: float | None = optimization.max_grad_norm
         self.global_step = 0
         self.total_steps: int | None = None
         # The caller's own values to keep in checkpoints (e.g. the best eval loss).
@@ -99,7 +100,7 @@ class TrainContext:
         self._watch_stop = watch_stop_requests
         self._checkpointer = Checkpointer(
             checkpoint_root,
-            CheckpointPolicy.from_spec(spec.get("checkpoint") or {}),
+            spec.checkpoint,
             rank=rank,
             world_size=world_size,
             strategy=self.strategy,
@@ -119,14 +120,13 @@ class TrainContext:
                 attempt_id=attempt_id,
                 log=self.log,
             )
-            if spec.get("register_model") and model_root
+            if spec.register_model is not None and model_root
             else None
         )
         self._last_metrics: dict[str, float] = {}
         self._exported_at: int | None = None
         self._policy_step = 0
-        self._last_report: tuple[float, int] | None = None
-        self._last_log = 0.0
+        self._step_log = StepLog(rank=rank, world_size=world_size, grad_accum=self.grad_accum)
         self._gpu_figures = GpuFigures(device, world_size=world_size, rank=rank)
         self.started_at = time.monotonic()
 
@@ -235,7 +235,7 @@ class TrainContext:
 
     def _settings(self, *, save_frozen: bool = True) -> StrategySettings:
         return StrategySettings(
-            strategy=self.spec.get("strategy") or {"type": self.strategy},
+            strategy=self.spec.strategy,
             precision=self.precision,
             device=self.device,
             rank=self.rank,
@@ -291,12 +291,12 @@ class TrainContext:
         values = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
         values = numeric(values)
         self._last_metrics = dict(values)
-        self._add_throughput(values, step)
+        self._step_log.add_throughput(values, step, self._loaders)
         for name, value in self._gpu_figures.gather().items():  # collective on GPUs
             values.setdefault(name, value)
         if self._reporter is not None:
             self._reporter.record(step, values, self.total_steps)
-        self._maybe_log(step, values)
+        self._step_log.maybe_log(step, values, self.total_steps)
         if self._watch_stop and self._stop_requested():
             self._stop_for_preemption(values, step)
         if self._checkpointer.due_after(self._policy_step, step):
@@ -432,29 +432,3 @@ class TrainContext:
     def close(self) -> None:
         if self._reporter is not None:
             self._reporter.close()
-
-    # --- internals -----------------------------------------------------------------------
-    def _add_throughput(self, values: dict[str, float], step: int) -> None:
-        now = time.monotonic()
-        previous, self._last_report = self._last_report, (now, step)
-        if previous is None or step <= previous[1]:
-            return
-        seconds = (now - previous[0]) / (step - previous[1])
-        values.setdefault("step_time_s", seconds)
-        if self._loaders:
-            loader = self._loaders[0]
-            samples = loader.batch_size * self.world_size * self.grad_accum
-            values.setdefault("samples_per_s", samples / seconds)
-            if loader.tokens_per_sample:
-                values.setdefault("tokens_per_s", samples * loader.tokens_per_sample / seconds)
-
-    def _maybe_log(self, step: int, values: dict[str, float]) -> None:
-        if self.rank != 0:
-            return
-        now = time.monotonic()
-        if now - self._last_log < LOG_EVERY_SECONDS and self._last_log:
-            return
-        self._last_log = now
-        of = f"/{self.total_steps}" if self.total_steps else ""
-        shown = " ".join(f"{k}={v:.4g}" for k, v in list(values.items())[:6])
-        print(f"trainplane: step {step}{of} {shown}", flush=True)

@@ -1,6 +1,7 @@
 """The entrypoint of every attempt's Ray job: ``python -m trainplane.runtime.driver``.
 
-It reads the job's spec from the environment. A train function runs through
+It reads the job's spec from the environment and parses it once
+(``jobs.spec.load_spec``); everything below takes the typed spec. A train function runs through
 Ray Train (or inline for one worker); a script or command runs once per worker
 of a gang placed here, with torchrun's environment. Its exit code is
 the job's: 0 when every rank succeeded, otherwise the first failing rank's code.
@@ -15,9 +16,9 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Any
 
-from trainplane.jobs.entrypoints import function_of
+from trainplane.jobs.entrypoints import entrypoint_of, function_of
+from trainplane.jobs.spec import Entrypoint, FinetuneSpec, TrainSpec, load_spec
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
@@ -38,11 +39,13 @@ EXIT_TRAINING_FAILED = 1
 LOG_GRACE_SECONDS = 1.0
 
 
-def command_of(entrypoint: dict[str, Any]) -> list[str] | None:
-    if entrypoint.get("command"):
-        return list(entrypoint["command"])
-    if entrypoint.get("script"):
-        return ["python", entrypoint["script"]]
+def command_of(entrypoint: Entrypoint | None) -> list[str] | None:
+    if entrypoint is None:
+        return None
+    if entrypoint.command:
+        return list(entrypoint.command)
+    if entrypoint.script:
+        return ["python", entrypoint.script]
     return None
 
 
@@ -55,7 +58,8 @@ def main() -> int:
         return EXIT_ORPHANED
     watch.start()
     try:
-        spec = json.loads(os.environ[tp_env.SPEC])
+        # A spec the server accepted parses again; SpecError names the field if not.
+        spec = load_spec(json.loads(os.environ[tp_env.SPEC]))
         accelerator = os.environ.get(tp_env.ACCELERATOR, "cpu")
     except (KeyError, ValueError) as exc:
         print(f"trainplane: the attempt carries no readable spec ({exc})", flush=True)
@@ -68,20 +72,19 @@ def main() -> int:
     except SecretsUnavailable as exc:
         print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
         return EXIT_TRAINING_FAILED
-    resources = spec["resources"]
+    resources = spec.resources
     on_gpu = accelerator.lower() != "cpu"
-    entrypoint = spec.get("entrypoint") or {}
     if function_of(spec):
         return run_function(spec, on_gpu=on_gpu, secrets=secrets)
-    argv = command_of(entrypoint)
+    argv = command_of(entrypoint_of(spec))
     if argv is None:
         print("trainplane: the spec has no entrypoint this runtime can run", flush=True)
         return EXIT_UNSUPPORTED
     shape = GangShape(
-        workers=resources["gpus"],
-        workers_per_node=resources.get("gpus_per_node"),
+        workers=resources.gpus,
+        workers_per_node=resources.gpus_per_node,
         # On a cpu cluster a "GPU" is a worker slot of one CPU.
-        cpus_per_worker=resources.get("cpus_per_worker", 1) if on_gpu else 1,
+        cpus_per_worker=resources.cpus_per_worker if on_gpu else 1,
         gpu=on_gpu,
     )
     backend = "nccl" if on_gpu else "gloo"
@@ -90,7 +93,7 @@ def main() -> int:
         tp_env.DEVICE: "cuda" if on_gpu else "cpu",
     }
     if not on_gpu:
-        common_env["OMP_NUM_THREADS"] = str(max(1, int(resources.get("cpus_per_worker", 1))))
+        common_env["OMP_NUM_THREADS"] = str(max(1, int(resources.cpus_per_worker)))
     if shape.workers == 1:
         # The driver was given the one worker's resources: run it right here,
         # without starting Ray in this process.
@@ -143,22 +146,22 @@ def precision_described(requested: str | None, *, on_gpu: bool) -> str:
     return "unset: bf16 where the GPU computes it natively, else fp32" if on_gpu else "fp32"
 
 
-def run_function(spec: dict[str, Any], *, on_gpu: bool, secrets: dict[str, str]) -> int:
+def run_function(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, secrets: dict[str, str]) -> int:
     """A train function: on one worker right here, on a gang through Ray Train."""
-    workers = int(spec["resources"]["gpus"])
+    workers = spec.resources.gpus
     if workers == 1:
         # The function runs in this very process. (A gang's driver keeps them
         # out of its environment, which Ray Train would hand to its workers.)
         os.environ.update(secrets)
     os.environ[tp_env.DEVICE] = "cuda" if on_gpu else "cpu"
     if not on_gpu:
-        threads = max(1, int(spec["resources"].get("cpus_per_worker", 1)))
+        threads = max(1, int(spec.resources.cpus_per_worker))
         os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     restarts_left = int(os.environ.get(tp_env.RESTARTS_LEFT, "0"))
     print(
         f"trainplane: running {function_of(spec)} on {workers} "
-        f"{'GPU' if on_gpu else 'CPU'} worker(s), strategy {spec['strategy']['type']}, "
-        f"precision {precision_described(spec.get('precision'), on_gpu=on_gpu)}",
+        f"{'GPU' if on_gpu else 'CPU'} worker(s), strategy {spec.strategy.type}, "
+        f"precision {precision_described(spec.precision, on_gpu=on_gpu)}",
         flush=True,
     )
     try:
@@ -169,7 +172,10 @@ def run_function(spec: dict[str, Any], *, on_gpu: bool, secrets: dict[str, str])
         else:
             from trainplane.runtime.ray_train import run_with_ray_train
 
-            run_with_ray_train(spec, on_gpu=on_gpu, restarts_left=restarts_left)
+            # Ray Train hands its workers the stored form; each parses it again.
+            run_with_ray_train(
+                spec.model_dump(mode="json"), on_gpu=on_gpu, restarts_left=restarts_left
+            )
     except Preempted:
         return _stopped_for_preemption()
     except Exception as exc:

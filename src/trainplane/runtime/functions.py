@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainplane.jobs.entrypoints import function_of
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.preemption import Preempted
@@ -39,7 +40,7 @@ def load_function(reference: str) -> Callable[[TrainContext], Any]:
 
 
 def run_rank(
-    spec: dict[str, Any],
+    spec: TrainSpec | FinetuneSpec,
     *,
     rank: int,
     local_rank: int,

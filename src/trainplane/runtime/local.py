@@ -2,8 +2,9 @@
 process under ``torchrun`` (``torchrun --nproc-per-node N -m trainplane.runtime.local``).
 
 The spec comes from ``TRAINPLANE_SPEC`` (JSON) or a file given as the first
-argument. This is how a one-worker job runs inside its driver, and how the
-runtime is measured and checked on machines without Ray.
+argument, and is parsed once here (``jobs.spec.load_spec``). This is how a
+one-worker job runs inside its driver, and how the runtime is measured and
+checked on machines without Ray.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec, load_spec
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime import process_groups
@@ -34,7 +36,7 @@ def device_for(local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def run_local(spec: dict[str, Any]) -> Any:
+def run_local(spec: TrainSpec | FinetuneSpec) -> Any:
     """Join (or make) the process groups from torchrun's environment and run."""
     rank = int(os.environ.get("RANK", 0))
     world_size = int(os.environ.get("WORLD_SIZE", 1))
@@ -80,12 +82,8 @@ def run_local(spec: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        with open(argv[0]) as handle:
-            spec = json.load(handle) if argv[0].endswith(".json") else _yaml(handle.read())
-    else:
-        spec = json.loads(os.environ[tp_env.SPEC])
     try:
+        spec = load_spec(_spec_document(argv))
         run_local(spec)
     except Preempted:
         return EXIT_PREEMPTED
@@ -94,6 +92,13 @@ def main(argv: list[str]) -> int:
         _write_error_file(exc)
         return 1
     return 0
+
+
+def _spec_document(argv: list[str]) -> Any:
+    if argv:
+        with open(argv[0]) as handle:
+            return json.load(handle) if argv[0].endswith(".json") else _yaml(handle.read())
+    return json.loads(os.environ[tp_env.SPEC])
 
 
 def _write_error_file(exc: BaseException) -> None:

@@ -21,11 +21,10 @@ Two groups:
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import torch.distributed as dist
 
-from trainplane.jobs.durations import parse_duration
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 
 # Above NCCL's own 10 minutes: a first step that compiles, or one rank's
 # evaluation, may keep the others waiting in a collective that long.
@@ -43,17 +42,20 @@ def backend_for(device_type: str) -> str:
     return "cuda:nccl,cpu:gloo" if device_type == "cuda" else "gloo"
 
 
-def training_timeout(spec: dict[str, Any]) -> timedelta:
-    stuck_after = spec.get("stuck_after")
-    return timedelta(seconds=parse_duration(stuck_after)) if stuck_after else TRAINING_TIMEOUT
+def training_timeout(spec: TrainSpec | FinetuneSpec | None) -> timedelta:
+    """``spec`` None: a group made outside a job (a measurement, a test)."""
+    seconds = spec.stuck_after_seconds if spec is not None else None
+    return timedelta(seconds=seconds) if seconds else TRAINING_TIMEOUT
 
 
-def bookkeeping_timeout(spec: dict[str, Any]) -> timedelta:
-    max_runtime = spec.get("max_runtime")
-    return timedelta(seconds=parse_duration(max_runtime)) if max_runtime else BOOKKEEPING_TIMEOUT
+def bookkeeping_timeout(spec: TrainSpec | FinetuneSpec | None) -> timedelta:
+    seconds = spec.max_runtime_seconds if spec is not None else None
+    return timedelta(seconds=seconds) if seconds else BOOKKEEPING_TIMEOUT
 
 
-def join(spec: dict[str, Any], *, device_type: str, rank: int, world_size: int) -> None:
+def join(
+    spec: TrainSpec | FinetuneSpec | None, *, device_type: str, rank: int, world_size: int
+) -> None:
     """Make the training group (from the environment's rendezvous) and the
     bookkeeping group beside it. Collective: every rank calls it."""
     dist.init_process_group(
@@ -65,7 +67,7 @@ def join(spec: dict[str, Any], *, device_type: str, rank: int, world_size: int) 
     open_bookkeeping(spec)
 
 
-def open_bookkeeping(spec: dict[str, Any]) -> None:
+def open_bookkeeping(spec: TrainSpec | FinetuneSpec | None) -> None:
     """The bookkeeping group over the default group's ranks. Collective."""
     global _bookkeeping
     _bookkeeping = dist.new_group(backend="gloo", timeout=bookkeeping_timeout(spec))

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trainplane.jobs.spec import load_spec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.devices import visible_devices_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
@@ -55,7 +56,7 @@ def worker_main(config: dict[str, Any]) -> None:
     meeting = meet(context)
     try:
         # Fetched by each worker, never handed through Ray (runtime.secrets).
-        secrets = secret_env(config["spec"])
+        secrets = secret_env(load_spec(config["spec"]))
     except SecretsUnavailable as exc:
         raise RankFailed(f"rank {rank}: {exc}", time.time()) from None
     error_file = os.path.join(tempfile.mkdtemp(prefix="trainplane-rank-"), "error")

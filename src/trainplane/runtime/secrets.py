@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
 
 import httpx
 
+from trainplane.jobs.entrypoints import entrypoint_of
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
 
 TRIES = 5
@@ -29,11 +30,14 @@ class SecretsUnavailable(RuntimeError):
     a secret that was deleted)."""
 
 
-def wanted_secrets(spec: Mapping[str, Any]) -> dict[str, str]:
-    return dict((spec.get("entrypoint") or {}).get("secrets") or {})
+def wanted_secrets(spec: TrainSpec | FinetuneSpec) -> dict[str, str]:
+    entrypoint = entrypoint_of(spec)
+    return dict(entrypoint.secrets) if entrypoint is not None else {}
 
 
-def secret_env(spec: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def secret_env(
+    spec: TrainSpec | FinetuneSpec, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The environment variables of the spec's ``entrypoint.secrets`` with
     their values; empty (and no request) when it names none."""
     wanted = wanted_secrets(spec)

@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
+
+from trainplane.jobs.entrypoints import entrypoint_of
+from trainplane.jobs.spec import DeepSpeedOptions, FinetuneSpec, FSDPOptions, TrainSpec
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
-def offloads_to_host(spec: dict[str, Any]) -> bool:
+def offloads_to_host(spec: TrainSpec | FinetuneSpec) -> bool:
     """Whether the strategy steps the optimizer in host memory."""
-    strategy = spec.get("strategy") or {}
-    if strategy.get("type") == "fsdp":
-        return bool((strategy.get("fsdp") or {}).get("cpu_offload"))
-    if strategy.get("type") == "deepspeed":
-        options = strategy.get("deepspeed") or {}
-        return any(
-            options.get(key, "none") != "none" for key in ("offload_optimizer", "offload_param")
-        )
+    strategy = spec.strategy
+    if strategy.type == "fsdp":
+        return (strategy.fsdp or FSDPOptions()).cpu_offload
+    if strategy.type == "deepspeed":
+        options = strategy.deepspeed or DeepSpeedOptions()
+        return options.offload_optimizer != "none" or options.offload_param != "none"
     return False
 
 
@@ -47,14 +47,15 @@ def usable_cpus() -> int:
 
 
 def threads_for_rank(
-    spec: dict[str, Any], *, on_gpu: bool, local_world_size: int, cpus: int
+    spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, local_world_size: int, cpus: int
 ) -> int | None:
     """The thread count a rank should use; None to leave it as it is."""
     if not on_gpu or not offloads_to_host(spec):
         return None
-    if "OMP_NUM_THREADS" in ((spec.get("entrypoint") or {}).get("env") or {}):
+    entrypoint = entrypoint_of(spec)
+    if entrypoint is not None and "OMP_NUM_THREADS" in entrypoint.env:
         return None  # the job's own choice
-    reserved = int((spec.get("resources") or {}).get("cpus_per_worker", 1))
+    reserved = int(spec.resources.cpus_per_worker)
     return max(1, reserved, cpus // max(1, local_world_size))
 
 

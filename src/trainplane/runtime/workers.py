@@ -17,6 +17,7 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from trainplane.jobs.spec import load_spec
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.devices import (
@@ -61,7 +62,9 @@ class RankWorker:
     def run(self, argv: list[str], extra_env: dict[str, str], rank: int) -> int:
         try:
             # Fetched here, not sent by the driver: secrets never pass through Ray.
-            secrets = secret_env(json.loads(os.environ.get(tp_env.SPEC) or "{}"))
+            # This actor's process is handed the spec as the driver was.
+            document = os.environ.get(tp_env.SPEC)
+            secrets = secret_env(load_spec(json.loads(document))) if document else {}
         except SecretsUnavailable as exc:
             print(f"{tp_env.TRAINING_FAILED}rank {rank}: {exc}", flush=True)
             return EXIT_NO_SECRETS

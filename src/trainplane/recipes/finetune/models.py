@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from trainplane.jobs.precision import loaded_precision
+from trainplane.jobs.spec import Method
 
 CACHE_ENV = "TRAINPLANE_CACHE_DIR"
 
@@ -99,18 +100,20 @@ def load_base(
     return model
 
 
-def with_lora(model: torch.nn.Module, method: dict[str, Any]) -> torch.nn.Module:
+def with_lora(model: torch.nn.Module, method: Method) -> torch.nn.Module:
     """LoRA adapters on ``model`` when ``method.type`` is lora (only they
-    train then; peft keeps them fp32 on a 16-bit base); else ``model``."""
-    if method.get("type") != "lora":
+    train then; peft keeps them fp32 on a 16-bit base); else ``model``.
+    The spec fills r, alpha and dropout for lora (jobs.spec.Method)."""
+    if method.type != "lora":
         return model
     from peft import LoraConfig, get_peft_model
 
+    assert method.r is not None and method.alpha is not None and method.dropout is not None
     config = LoraConfig(
-        r=int(method["r"]),
-        lora_alpha=float(method["alpha"]),
-        lora_dropout=float(method.get("dropout") or 0.0),
-        target_modules=method.get("target_modules") or "all-linear",
+        r=method.r,
+        lora_alpha=method.alpha,
+        lora_dropout=method.dropout,
+        target_modules=method.target_modules or "all-linear",
         task_type="CAUSAL_LM",
     )
     return get_peft_model(model, config)

@@ -7,7 +7,7 @@ from trainplane.runtime.strategies.base import StrategyRunner, StrategySettings
 
 
 def make_runner(settings: StrategySettings) -> StrategyRunner:
-    kind = settings.strategy.get("type", "ddp")
+    kind = settings.strategy.type
     if kind == "ddp":
         from trainplane.runtime.strategies.ddp import DDPRunner
 

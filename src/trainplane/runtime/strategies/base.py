@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from trainplane.jobs.spec import Strategy
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 OptimizerArg = torch.optim.Optimizer | Callable[[Any], torch.optim.Optimizer]
@@ -17,7 +19,7 @@ OptimizerArg = torch.optim.Optimizer | Callable[[Any], torch.optim.Optimizer]
 
 @dataclass
 class StrategySettings:
-    strategy: dict[str, Any]
+    strategy: Strategy  # the spec's strategy section
     precision: str
     device: torch.device
     rank: int

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from trainplane.dicts import merged
+from trainplane.jobs.spec import DeepSpeedOptions
 from trainplane.runtime.safe_loading import deepspeed_weights_only
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
@@ -33,7 +34,7 @@ DS_TAG = "deepspeed"
 
 
 def deepspeed_config(
-    options: dict[str, Any],
+    options: DeepSpeedOptions,
     *,
     precision: str,
     micro_batch_size: int,
@@ -41,14 +42,11 @@ def deepspeed_config(
     max_grad_norm: float | None,
     on_gpu: bool,
 ) -> dict[str, Any]:
-    stage = int(options.get("stage", 2))
-    zero: dict[str, Any] = {"stage": stage}
-    offload_optimizer = options.get("offload_optimizer", "none")
-    offload_param = options.get("offload_param", "none")
-    if offload_optimizer != "none":
-        zero["offload_optimizer"] = {"device": offload_optimizer, "pin_memory": on_gpu}
-    if offload_param != "none":
-        zero["offload_param"] = {"device": offload_param, "pin_memory": on_gpu}
+    zero: dict[str, Any] = {"stage": options.stage}
+    if options.offload_optimizer != "none":
+        zero["offload_optimizer"] = {"device": options.offload_optimizer, "pin_memory": on_gpu}
+    if options.offload_param != "none":
+        zero["offload_param"] = {"device": options.offload_param, "pin_memory": on_gpu}
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": micro_batch_size,
         "gradient_accumulation_steps": grad_accum,
@@ -65,7 +63,7 @@ def deepspeed_config(
         config["bf16"] = {"enabled": True}
     elif precision == "fp16":
         config["fp16"] = {"enabled": True, "initial_scale_power": 16}
-    return merged(config, options.get("config") or {})
+    return merged(config, options.config)
 
 
 def cpu_adam_for(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -97,9 +95,14 @@ def set_deepspeed_environment(settings: StrategySettings) -> None:
     os.environ.setdefault("WORLD_SIZE", str(settings.world_size))
 
 
+def deepspeed_options(settings: StrategySettings) -> DeepSpeedOptions:
+    """The spec's strategy.deepspeed, its defaults when the spec gave none."""
+    return settings.strategy.deepspeed or DeepSpeedOptions()
+
+
 def config_of(settings: StrategySettings) -> dict[str, Any]:
     return deepspeed_config(
-        settings.strategy.get("deepspeed") or {},
+        deepspeed_options(settings),
         precision=settings.precision,
         micro_batch_size=settings.micro_batch_size or 1,
         grad_accum=settings.grad_accum,
@@ -153,10 +156,9 @@ class DeepSpeedRunner(StrategyRunner):
         set_deepspeed_environment(settings)
         import deepspeed
 
-        options = settings.strategy.get("deepspeed") or {}
         config = config_of(settings)
         built = make_optimizer(optimizer, model.parameters())
-        if on_gpu and options.get("offload_optimizer", "none") != "none":
+        if on_gpu and deepspeed_options(settings).offload_optimizer != "none":
             built = cpu_adam_for(built)
         if on_gpu:
             model = model.to(settings.device)

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
+from trainplane.jobs.spec import FSDPOptions
 from trainplane.runtime.safe_loading import dcp_load
 from trainplane.runtime.strategies.base import (
     OptimizerArg,
@@ -62,19 +63,19 @@ class FSDPRunner(StrategyRunner):
             # Refused at submit too (jobs.spec): without loss scaling fp16
             # gradients underflow silently.
             raise ValueError("fp16 under FSDP2 is not supported (no loss scaling): use bf16")
-        options = settings.strategy.get("fsdp") or {}
+        options = settings.strategy.fsdp or FSDPOptions()
         names_by_id = {id(param): name for name, param in model.named_parameters()}
         mesh = init_device_mesh(settings.device.type, (settings.world_size,))
         kwargs: dict[str, Any] = {
             "mesh": mesh,
-            "reshard_after_forward": options.get("reshard_after_forward", True),
+            "reshard_after_forward": options.reshard_after_forward,
         }
         if settings.precision != "fp32":
             kwargs["mp_policy"] = MixedPrecisionPolicy(
                 param_dtype=settings.dtype, reduce_dtype=torch.float32
             )
         shard_device = settings.device
-        if options.get("cpu_offload") and settings.device.type == "cuda":
+        if options.cpu_offload and settings.device.type == "cuda":
             # Parameters live in host memory between uses; on a CPU cluster
             # they are there already.
             kwargs["offload_policy"] = CPUOffloadPolicy()
