@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from trainplane.recipes.finetune import inputs, tokens
+from trainplane.recipes.finetune import blocks, inputs
 from trainplane.recipes.finetune.models import local_folder
 from trainplane.recipes.finetune.recipe import lr_factor, total_steps
 from trainplane.storage.backends import s3_client
@@ -97,7 +97,7 @@ def test_a_model_without_a_tokenizer_is_refused(finetune_files, tmp_path):
 
 def test_the_loss_is_on_the_completion_only(tokenizer):
     row = {"prompt": "what is 2 plus 2?", "completion": " 4"}
-    encoded = tokens.encode(row, tokenizer)
+    encoded = blocks.encode(row, tokenizer)
     prompt = tokenizer("what is 2 plus 2?", add_special_tokens=False)["input_ids"]
     completion = tokenizer(" 4", add_special_tokens=False)["input_ids"]
     assert encoded.input_ids == [
@@ -106,11 +106,11 @@ def test_the_loss_is_on_the_completion_only(tokenizer):
         *completion,
         tokenizer.eos_token_id,
     ]
-    assert encoded.labels == [tokens.IGNORE] * (len(prompt) + 1) + [
+    assert encoded.labels == [blocks.IGNORE] * (len(prompt) + 1) + [
         *completion,
         tokenizer.eos_token_id,
     ]
-    text = tokens.encode({"text": "what is 1 plus 1? 2"}, tokenizer)
+    text = blocks.encode({"text": "what is 1 plus 1? 2"}, tokenizer)
     assert text.labels == text.input_ids
 
 
@@ -119,27 +119,27 @@ def test_padding_cuts_and_pads_each_row_and_drops_rows_without_a_label(tokenizer
         {"prompt": "what is 1 plus 1?", "completion": " 2"},
         {"prompt": "what is 12 plus 12? " * 10, "completion": " 24"},  # prompt fills the block
     ]
-    blocks, dropped = tokens.blocks(rows, tokenizer, max_seq_len=16, packing=False)
-    assert (len(blocks), dropped) == (1, 1)
-    first = tokens.encode(rows[0], tokenizer)
+    made, dropped = blocks.token_blocks(rows, tokenizer, max_seq_len=16, packing=False)
+    assert (len(made), dropped) == (1, 1)
+    first = blocks.encode(rows[0], tokenizer)
     length = len(first.input_ids)
-    item = blocks[0]
+    item = made[0]
     assert item["input_ids"][:length].tolist() == first.input_ids
     assert item["input_ids"][length:].tolist() == [tokenizer.pad_token_id] * (16 - length)
     assert item["attention_mask"].tolist() == [1] * length + [0] * (16 - length)
-    assert item["labels"][length:].tolist() == [tokens.IGNORE] * (16 - length)
-    assert blocks.trained_tokens == sum(1 for t in first.labels if t != tokens.IGNORE)
+    assert item["labels"][length:].tolist() == [blocks.IGNORE] * (16 - length)
+    assert made.trained_tokens == sum(1 for t in first.labels if t != blocks.IGNORE)
 
 
 def test_packing_concatenates_rows_into_full_blocks(tokenizer):
     rows = [{"text": f"what is {i} plus {i}? {2 * i}"} for i in range(20)]
-    stream = [t for row in rows for t in tokens.encode(row, tokenizer).input_ids]
-    blocks, dropped = tokens.blocks(rows, tokenizer, max_seq_len=32, packing=True)
+    stream = [t for row in rows for t in blocks.encode(row, tokenizer).input_ids]
+    made, dropped = blocks.token_blocks(rows, tokenizer, max_seq_len=32, packing=True)
     assert dropped == 0
-    assert len(blocks) == math.ceil(len(stream) / 32)
-    assert blocks.input_ids.flatten()[: len(stream)].tolist() == stream
-    assert int(blocks.attention_mask.sum()) == len(stream)  # only the last block is padded
-    assert blocks.attention_mask[:-1].all()
+    assert len(made) == math.ceil(len(stream) / 32)
+    assert made.input_ids.flatten()[: len(stream)].tolist() == stream
+    assert int(made.attention_mask.sum()) == len(stream)  # only the last block is padded
+    assert made.attention_mask[:-1].all()
 
 
 def test_learning_rate_warms_up_then_decays_to_zero():

@@ -16,7 +16,7 @@ from trainplane.config import Settings
 from trainplane.jobs.states import JobStatus
 from trainplane.net import free_port
 from trainplane.services.access import Caller
-from trainplane.services.models import list_models
+from trainplane.services.registered_models import list_models
 from trainplane.tracking.client import MlflowTracking, tracking_config
 
 pytestmark = pytest.mark.usefixtures("one_rank_group")

@@ -22,9 +22,9 @@ from trainplane.api.routes import (
     inputs,
     jobs,
     metrics,
-    models,
     progress,
     projects,
+    registered_models,
     results,
     secrets,
     tokens,
@@ -176,7 +176,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
     app.include_router(inputs.router)
     app.include_router(checkpoints.router)
     app.include_router(clusters.router)
-    app.include_router(models.router)
+    app.include_router(registered_models.router)
     app.include_router(usage.router)
     app.include_router(tokens.router)
     app.include_router(dashboard_pages.router)

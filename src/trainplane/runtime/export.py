@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from trainplane.runtime.collective import broadcast
+from trainplane.storage import exported_models as layout
 from trainplane.storage import files
-from trainplane.storage import models as layout
 from trainplane.storage.backends import open_storage
 from trainplane.storage.checkpoints import FileEntry
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from trainplane.storage.backends import join
 from trainplane.storage.checkpoints import CHECKPOINTS_FOLDER
-from trainplane.storage.models import MODEL_FOLDER
+from trainplane.storage.exported_models import MODEL_FOLDER
 
 
 def job_folder(

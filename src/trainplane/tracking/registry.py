@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainplane.storage import models as layout
+from trainplane.storage import exported_models as layout
 from trainplane.storage.backends import StorageError, UnsafeEntry, open_storage
 from trainplane.tracking.client import MlflowTracking, TrackingError
 
@@ -30,7 +30,7 @@ class Registration:
     name: str
     alias: str | None
     run_id: str
-    model_root: str  # the job's model folder (trainplane.storage.models)
+    model_root: str  # the job's model folder (trainplane.storage.exported_models)
     job_id: str
     project: str
     job_url: str | None

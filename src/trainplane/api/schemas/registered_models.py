@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from trainplane.services.models import ModelsPage, ModelVersionView
+from trainplane.services.registered_models import ModelsPage, ModelVersionView
 
 
 class ProducedByOut(BaseModel):

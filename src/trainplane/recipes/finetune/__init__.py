@@ -2,7 +2,7 @@
 
 - ``inputs``: reading and checking the base model and the datasets (also used
   by the control plane, before a job is queued);
-- ``tokens``: turning rows into fixed-length token blocks (padding or packing);
+- ``blocks``: turning rows into fixed-length token blocks (padding or packing);
 - ``recipe``: the train function;
-- ``export``: the trained model (or LoRA adapter) as an MLflow transformers model.
+- ``model_export``: the trained model (or LoRA adapter) as an MLflow transformers model.
 """

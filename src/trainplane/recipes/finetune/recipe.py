@@ -13,8 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainplane.recipes.finetune import inputs, models, tokens
-from trainplane.recipes.finetune.export import TransformersSaver
+from trainplane.recipes.finetune import blocks, inputs, models
+from trainplane.recipes.finetune.model_export import TransformersSaver
 from trainplane.runtime.context import TrainContext
 
 EVALS_PER_RUN = 10  # when eval_every_steps is not set
@@ -79,7 +79,7 @@ def train(ctx: TrainContext) -> dict[str, float]:
     model = build_model(ctx, folder)
     length = int(hp["max_seq_len"])
     packing = bool(hp.get("packing"))
-    train_set, dropped = tokens.blocks(
+    train_set, dropped = blocks.token_blocks(
         inputs.read_dataset("dataset.train", spec["dataset"]["train"]),
         tokenizer,
         max_seq_len=length,
@@ -89,7 +89,7 @@ def train(ctx: TrainContext) -> dict[str, float]:
         ctx.log(f"trainplane: {dropped} training rows dropped: their prompt fills max_seq_len")
     eval_set = None
     if spec["dataset"].get("eval"):
-        eval_set, _ = tokens.blocks(
+        eval_set, _ = blocks.token_blocks(
             inputs.read_dataset("dataset.eval", spec["dataset"]["eval"]),
             tokenizer,
             max_seq_len=length,
@@ -185,7 +185,7 @@ def evaluation(ctx: TrainContext, model: Any, loader: Any) -> dict[str, float]:
             batch = {k: v.to(ctx.device) for k, v in batch.items()}
             loss = model(**batch).loss
             # The model shifts labels by one: these are the predicted tokens.
-            counted = int((batch["labels"][:, 1:] != tokens.IGNORE).sum())
+            counted = int((batch["labels"][:, 1:] != blocks.IGNORE).sum())
             totals += torch.tensor([loss.double().item() * counted, counted])
     if dist.is_initialized() and ctx.world_size > 1:
         device = ctx.device if ctx.device.type == "cuda" else torch.device("cpu")

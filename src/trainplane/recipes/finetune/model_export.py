@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from trainplane.runtime.export import SavedModel, base_version
-from trainplane.storage.models import MLFLOW_FOLDER
+from trainplane.storage.exported_models import MLFLOW_FOLDER
 
 MERGED_FOLDER = "merged"
 MERGED_ARTIFACT = "merged-model"

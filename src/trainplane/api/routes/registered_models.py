@@ -11,7 +11,7 @@ from trainplane.api.problems import PROBLEM_RESPONSES
 from trainplane.api.schemas.common import json_response
 from trainplane.api.schemas.registered_models import ModelList
 from trainplane.jobs.spec import ModelName
-from trainplane.services import models as model_service
+from trainplane.services import registered_models as model_service
 
 router = APIRouter(prefix="/v1/models", tags=["models"], responses=PROBLEM_RESPONSES)
 

@@ -69,7 +69,7 @@ def pad_id(tokenizer: Any) -> int:
     return 0  # unreachable: 0 is not None
 
 
-def blocks(
+def token_blocks(
     rows: list[dict[str, str]], tokenizer: Any, *, max_seq_len: int, packing: bool
 ) -> tuple[TokenBlocks, int]:
     """The rows as token blocks, and how many rows were dropped because
