@@ -13,7 +13,7 @@ from tests.factories import job_attempts, job_events, job_row, report_progress, 
 from tests.services.test_scheduling import _apply, _claim_one, _placed_job
 from trainplane.db.base import utcnow
 from trainplane.db.models import JobAttempt
-from trainplane.jobs.preemption import PREEMPTED
+from trainplane.jobs.attempts import StopReason
 from trainplane.scheduler.launch import restarts_left
 from trainplane.services import attempts as svc
 from trainplane.services.placement import place_queued_jobs
@@ -102,7 +102,7 @@ def test_a_preemption_spends_none_but_restarts_in_place_before_it_count(session)
     job_id = _running(session, max_restarts=2)
     _restarted_in_place(session, job_id, 1)
     with session.begin():
-        session.execute(update(JobAttempt).values(stop_reason=PREEMPTED))
+        session.execute(update(JobAttempt).values(stop_reason=StopReason.PREEMPTED))
     _apply(session, _claim_one(session), svc.Observed("STOPPED", logs="x\n"))
     assert job_row(session, job_id).status == "QUEUED"
     assert job_attempts(session, job_id)[0].status == "STOPPED"

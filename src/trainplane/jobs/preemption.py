@@ -19,7 +19,6 @@ from trainplane.jobs.placement import ClusterState, Demand, can_ever_hold
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import Priority
 
-PREEMPTED = "preempted"  # the stop_reason of an attempt stopped for another job
 PREEMPTOR_PRIORITY = Priority.high.value
 VICTIM_PRIORITY = Priority.low.value
 

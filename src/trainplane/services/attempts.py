@@ -23,7 +23,6 @@ from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import StaleStateError
 from trainplane.jobs.attempts import RayJobStatus, StopReason, decide
 from trainplane.jobs.durations import format_duration, parse_duration
-from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.retries import after_failure
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, cluster_start_timeout
@@ -168,7 +167,7 @@ def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str,
         .order_by(JobAttempt.job_id, JobAttempt.number)
     )
     for row in rows:
-        history[row.job_id]["after_preemption"] = row.stop_reason == PREEMPTED
+        history[row.job_id]["after_preemption"] = row.stop_reason == StopReason.PREEMPTED
     return history
 
 

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt
 from trainplane.ids import new_id
+from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.placement import ClusterState, Demand, plan
-from trainplane.jobs.preemption import PREEMPTED
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
@@ -109,7 +109,7 @@ def preemptors(session: Session, now: datetime, *, grace_seconds: float) -> set[
             select(JobAttempt.preempted_by)
             .join(Job, Job.id == JobAttempt.preempted_by)
             .where(
-                JobAttempt.stop_reason == PREEMPTED,
+                JobAttempt.stop_reason == StopReason.PREEMPTED,
                 JobAttempt.stop_requested_at >= since,
                 Job.status == JobStatus.QUEUED.value,
             )

@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt, Project
+from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.durations import format_duration
 from trainplane.jobs.preemption import (
-    PREEMPTED,
     PREEMPTOR_PRIORITY,
     RunningAttempt,
     choose_preemptions,
@@ -93,7 +93,7 @@ def preempt_for_waiting_jobs(
                         JobAttempt.stop_reason.is_(None),
                     )
                     .values(
-                        stop_reason=PREEMPTED,
+                        stop_reason=StopReason.PREEMPTED,
                         stop_requested_at=now,
                         preempted_by=preemptor,
                     )
@@ -145,12 +145,12 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
             JobAttempt.status == AttemptStatus.RUNNING.value,
             JobAttempt.cluster_id.is_not(None),
             Job.status == JobStatus.RUNNING.value,
-            (Job.priority <= Priority.low.value) | (JobAttempt.stop_reason == PREEMPTED),
+            (Job.priority <= Priority.low.value) | (JobAttempt.stop_reason == StopReason.PREEMPTED),
         )
     )
     attempts = []
     for row in rows:
-        if row.stop_reason is not None and row.stop_reason != PREEMPTED:
+        if row.stop_reason is not None and row.stop_reason != StopReason.PREEMPTED:
             continue  # being stopped for another reason (cancel, max_runtime)
         started = row.started_at or now
         attempts.append(

@@ -32,7 +32,7 @@ from trainplane.db.base import json_merge, utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Job, JobAttempt, JobMetric
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError, RateLimitedError
-from trainplane.jobs.preemption import PREEMPTED
+from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.progress import InPlaceRestart, ProgressReport
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
 from trainplane.services.access import Caller
@@ -188,8 +188,10 @@ def record_progress(
                     for point in report.points
                 ],
             )
-    if row.stop_reason == PREEMPTED:
-        return StopRequest(reason=PREEMPTED, requested_at=row.stop_requested_at or utcnow())
+    if row.stop_reason == StopReason.PREEMPTED:
+        return StopRequest(
+            reason=StopReason.PREEMPTED, requested_at=row.stop_requested_at or utcnow()
+        )
     return None
 
 
