@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from trainplane.jobs.attempts import RayJobStatus
+
 log = logging.getLogger(__name__)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -34,13 +36,13 @@ class LaunchRejected(Exception):
 
 @dataclass(frozen=True)
 class RayJobState:
-    status: str  # PENDING, RUNNING, STOPPED, SUCCEEDED, FAILED
+    status: RayJobStatus
     message: str
     exit_code: int | None
 
     @property
     def ended(self) -> bool:
-        return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+        return self.status.ended
 
 
 def strip_ansi(text: str) -> str:
@@ -147,7 +149,9 @@ class RayCluster:
                 return None
             raise ClusterUnreachable(_short(exc)) from None
         return RayJobState(
-            status=str(info.status.value if hasattr(info.status, "value") else info.status),
+            status=RayJobStatus(
+                str(info.status.value if hasattr(info.status, "value") else info.status)
+            ),
             message=info.message or "",
             exit_code=info.driver_exit_code,
         )

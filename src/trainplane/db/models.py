@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from trainplane.db.base import Base, JSONDocument, UTCDateTime, utcnow
-from trainplane.jobs.states import JobStatus
+from trainplane.jobs.states import AttemptStatus, JobStatus
 
 
 def _in_list(column: str, values: list[str]) -> str:
@@ -39,15 +39,7 @@ def _in_list(column: str, values: list[str]) -> str:
 
 
 JOB_STATUS_VALUES = [s.value for s in JobStatus]
-ATTEMPT_STATUS_VALUES = [
-    "PENDING",
-    "SUBMITTED",
-    "RUNNING",
-    "SUCCEEDED",
-    "FAILED",
-    "STOPPED",
-    "LOST",
-]
+ATTEMPT_STATUS_VALUES = [s.value for s in AttemptStatus]
 
 
 class Project(Base):
