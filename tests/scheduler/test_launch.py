@@ -191,3 +191,24 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
     outcome = advance(work, RayClusters(), utcnow(), context=context)
     assert isinstance(outcome, Rejected)
     assert outcome.message.startswith("entrypoint.working_dir: '/etc' names a folder on the server")
+
+
+def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(tmp_path):
+    stored = _spec()
+    stored["resources"] = {**stored["resources"], "gpus_per_node": 3}  # 2 GPUs on 3 a node
+    work = replace(
+        _work(last_progress_at=None),
+        status=AttemptStatus.PENDING,
+        spec=stored,
+        cluster_address="http://127.0.0.1:9",  # nothing answers there
+    )
+    context = AdvanceContext(
+        control_plane_url=None,
+        checkpoint_storage=str(tmp_path / "ckpt"),
+        stuck_after_seconds=60,
+        token_key=b"k" * 32,
+        file_access=_access(tmp_path),
+    )
+    outcome = advance(work, RayClusters(), utcnow(), context=context)
+    assert isinstance(outcome, Rejected)
+    assert "resources: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message

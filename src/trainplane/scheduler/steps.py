@@ -8,6 +8,8 @@ from datetime import datetime
 
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
 from trainplane.jobs.attempts import RayJobStatus, StopReason
+from trainplane.jobs.entrypoints import entrypoint_of
+from trainplane.jobs.spec import SpecError, load_spec
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.scheduler.code import BundleFolders
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
@@ -55,7 +57,14 @@ def advance(
         if work.stop_reason:
             return _stop(ray, work, work.stop_reason)
         if work.status is AttemptStatus.PENDING:
-            code = (work.spec.get("entrypoint") or {}).get("code")
+            try:
+                # Parsed once per launch: a stored spec the models no longer
+                # take fails the attempt naming the field, before any cluster.
+                spec = load_spec(work.spec)
+            except SpecError as exc:
+                return Rejected(str(exc))
+            entrypoint = entrypoint_of(spec)
+            code = entrypoint.code if entrypoint is not None else None
             if code and context.bundles is None:
                 return Rejected("entrypoint.code: this scheduler cannot read code bundles")
             request = launch_request(
