@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
+from trainplane.jobs.spec import Hyperparameters
 from trainplane.recipes.finetune import blocks, inputs
 from trainplane.recipes.finetune.models import local_folder
 from trainplane.recipes.finetune.recipe import lr_factor, total_steps
@@ -153,9 +154,9 @@ def test_learning_rate_warms_up_then_decays_to_zero():
 
 
 def test_epochs_become_optimizer_steps():
-    assert total_steps({"max_steps": 7, "epochs": None, "grad_accum": 4}, 100) == 7
-    assert total_steps({"max_steps": None, "epochs": 2.5, "grad_accum": 4}, 30) == 18
-    assert total_steps({"max_steps": None, "epochs": 1, "grad_accum": 8}, 3) == 1
+    assert total_steps(Hyperparameters(max_steps=7, grad_accum=4), 100) == 7
+    assert total_steps(Hyperparameters(epochs=2.5, grad_accum=4), 30) == 18
+    assert total_steps(Hyperparameters(epochs=1, grad_accum=8), 3) == 1
 
 
 def test_the_example_fine_tune_is_a_valid_spec_with_valid_datasets():

@@ -21,6 +21,7 @@ from torch import nn
 
 from tests.conftest import TORCH_EXTENSIONS_CACHE
 from tests.runtime.test_checkpointing import mlp_train_loop
+from trainplane.jobs.spec import parse_spec
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.export import ModelExportError, rebuilt, structure_of
 from trainplane.storage import exported_models as layout
@@ -61,6 +62,7 @@ def test_the_structure_takes_no_parameter_memory_and_keeps_what_state_dicts_miss
 def _spec(strategy: str, steps: int = 5) -> dict[str, Any]:
     return {
         "kind": "train",
+        "name": "export",
         "entrypoint": {"function": "train:train_loop", "args": {"steps": steps, "hidden": 32}},
         "resources": {"gpus": 1},
         "strategy": {"type": strategy},
@@ -71,7 +73,7 @@ def _spec(strategy: str, steps: int = 5) -> dict[str, Any]:
 def _context(model_root: str, spec: dict[str, Any] | None = None) -> TrainContext:
     """Rank 0 of a world of one, exporting to ``model_root``."""
     return TrainContext(
-        spec or _spec("ddp"),
+        parse_spec(spec or _spec("ddp")),
         rank=0,
         local_rank=0,
         world_size=1,

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainplane.jobs.spec import FinetuneSpec, Hyperparameters
 from trainplane.recipes.finetune import blocks, inputs, models
 from trainplane.recipes.finetune.model_export import TransformersSaver
 from trainplane.runtime.context import TrainContext
@@ -33,31 +34,37 @@ def lr_factor(step: int, *, warmup: int, total: int, schedule: str) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def total_steps(hp: dict[str, Any], batches_per_epoch: int) -> int:
-    if hp.get("max_steps"):
-        return int(hp["max_steps"])
-    per_epoch = max(1, batches_per_epoch // int(hp["grad_accum"]))
-    return max(1, math.ceil(float(hp["epochs"]) * per_epoch))
+def total_steps(hp: Hyperparameters, batches_per_epoch: int) -> int:
+    if hp.max_steps:
+        return hp.max_steps
+    per_epoch = max(1, batches_per_epoch // hp.grad_accum)
+    # The spec sets epochs whenever max_steps is unset.
+    return max(1, math.ceil(float(hp.epochs or 0) * per_epoch))
 
 
-def eval_interval(hp: dict[str, Any], total: int) -> int:
-    return int(hp.get("eval_every_steps") or max(1, total // EVALS_PER_RUN))
+def eval_interval(hp: Hyperparameters, total: int) -> int:
+    return hp.eval_every_steps or max(1, total // EVALS_PER_RUN)
+
+
+def finetune_spec(ctx: TrainContext) -> FinetuneSpec:
+    if not isinstance(ctx.spec, FinetuneSpec):
+        raise TypeError(f"the fine-tune recipe runs kind finetune, not {ctx.spec.kind}")
+    return ctx.spec
 
 
 def build_model(ctx: TrainContext, folder: str) -> torch.nn.Module:
     """The base model from ``folder``, with LoRA adapters if the spec asks.
     Inside ctx.model_init: under ZeRO-3 each rank loads only its share, under
     FSDP2 only rank 0 loads the weights (the others build on the meta device)."""
-    spec = ctx.spec
-    method = spec.get("method") or {"type": "full"}
-    strategy = (spec.get("strategy") or {}).get("type", "ddp")
+    spec = finetune_spec(ctx)
+    method = spec.method
     with ctx.model_init():
         model = models.load_base(
             folder,
             dtype=models.weights_dtype(
-                ctx.precision, lora=method.get("type") == "lora", strategy=strategy
+                ctx.precision, lora=method.type == "lora", strategy=spec.strategy.type
             ),
-            gradient_checkpointing=bool((spec.get("model") or {}).get("activation_checkpointing")),
+            gradient_checkpointing=spec.model is not None and spec.model.activation_checkpointing,
         )
     # Outside: the adapters are small, and ZeRO-3 would partition them
     # before peft sets their initial values. Under FSDP2 they follow the base
@@ -67,20 +74,20 @@ def build_model(ctx: TrainContext, folder: str) -> torch.nn.Module:
 
 
 def train(ctx: TrainContext) -> dict[str, float]:
-    spec = ctx.spec
-    hp = spec["hyperparameters"]
-    method = spec.get("method") or {"type": "full"}
-    lora = method.get("type") == "lora"
+    spec = finetune_spec(ctx)
+    hp = spec.hyperparameters
+    method = spec.method
+    lora = method.type == "lora"
     # The same seed on every rank: LoRA's initial weights must agree.
-    torch.manual_seed(int(hp["seed"]))
+    torch.manual_seed(hp.seed)
 
-    folder = models.local_folder(spec["base_model"])
+    folder = models.local_folder(spec.base_model)
     tokenizer = models.load_tokenizer(folder)
     model = build_model(ctx, folder)
-    length = int(hp["max_seq_len"])
-    packing = bool(hp.get("packing"))
+    length = hp.max_seq_len
+    packing = hp.packing
     train_set, dropped = blocks.token_blocks(
-        inputs.read_dataset("dataset.train", spec["dataset"]["train"]),
+        inputs.read_dataset("dataset.train", spec.dataset.train),
         tokenizer,
         max_seq_len=length,
         packing=packing,
@@ -88,23 +95,21 @@ def train(ctx: TrainContext) -> dict[str, float]:
     if dropped:
         ctx.log(f"trainplane: {dropped} training rows dropped: their prompt fills max_seq_len")
     eval_set = None
-    if spec["dataset"].get("eval"):
+    if spec.dataset.eval:
         eval_set, _ = blocks.token_blocks(
-            inputs.read_dataset("dataset.eval", spec["dataset"]["eval"]),
+            inputs.read_dataset("dataset.eval", spec.dataset.eval),
             tokenizer,
             max_seq_len=length,
             packing=packing,
         )
     loader = ctx.data_loader(
         train_set,
-        batch_size=int(hp["micro_batch_size"]),
-        seed=int(hp["seed"]),
+        batch_size=hp.micro_batch_size,
+        seed=hp.seed,
         tokens_per_sample=length,
     )
     eval_loader = (
-        ctx.data_loader(
-            eval_set, batch_size=int(hp["micro_batch_size"]), shuffle=False, drop_last=False
-        )
+        ctx.data_loader(eval_set, batch_size=hp.micro_batch_size, shuffle=False, drop_last=False)
         if eval_set is not None and len(eval_set)
         else None
     )
@@ -114,17 +119,17 @@ def train(ctx: TrainContext) -> dict[str, float]:
     trainable = sum(models.numel(p) for p in model.parameters() if p.requires_grad)
     everything = sum(models.numel(p) for p in model.parameters())
     ctx.log(
-        f"trainplane: fine-tuning {type(model).__name__} ({method['type']}, "
+        f"trainplane: fine-tuning {type(model).__name__} ({method.type}, "
         f"{trainable:,} of {everything:,} parameters train) on {len(train_set)} blocks of "
         f"{length} tokens for {total} steps"
     )
-    ctx.export_with(TransformersSaver(tokenizer, lora=lora, merge=bool(method.get("merge"))))
+    ctx.export_with(TransformersSaver(tokenizer, lora=lora, merge=bool(method.merge)))
 
     def optimizer(parameters: Any) -> torch.optim.Optimizer:
         return torch.optim.AdamW(
             [p for p in parameters if p.requires_grad],
-            lr=float(hp["learning_rate"]),
-            weight_decay=float(hp["weight_decay"]),
+            lr=hp.learning_rate,
+            weight_decay=hp.weight_decay,
         )
 
     def schedule(optim: torch.optim.Optimizer) -> Any:
@@ -132,9 +137,9 @@ def train(ctx: TrainContext) -> dict[str, float]:
             optim,
             lambda step: lr_factor(
                 step,
-                warmup=int(hp["warmup_steps"]),
+                warmup=hp.warmup_steps,
                 total=total,
-                schedule=hp.get("lr_schedule", "cosine"),
+                schedule=hp.lr_schedule,
             ),
         )
 
