@@ -176,6 +176,7 @@ def reference_losses(tmp_path: Path) -> dict[int, float]:
     metrics = tmp_path / "reference.jsonl"
     spec = {
         "kind": "train",
+        "name": "reference",
         "entrypoint": {"function": "train:train_loop", "args": {"steps": STEPS}},
         "resources": {"gpus": 1},
         "strategy": {"type": "ddp"},
