@@ -70,7 +70,9 @@ def _backends() -> tuple[str, ...]:
 # memory-hungry, so scripts/test runs them one at a time, after the others
 # (which it runs two at a time). Any test on the shared Ray head is one; so is
 # every test in these folders and modules, unless its module is marked
-# ``ray_free`` (a unit test that merely lives next to the runtime it tests).
+# ``ray_free``: a unit test that merely lives next to the runtime it tests, or
+# one that trains a tiny model in this process as a world of one (no Ray, no
+# other processes; seconds each, so two at a time with the light tests).
 CLUSTER_TESTS = (
     "tests/chaos/",
     "tests/runtime/",
@@ -352,6 +354,9 @@ def one_rank_group(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """torch.distributed initialised as a world of one, as a one-worker job has."""
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    # DeepSpeed compiles its CPU communication op on first use: here into the
+    # folder the Ray and torchrun tests use, so a test run compiles it once.
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(TORCH_EXTENSIONS_CACHE))
     dist.init_process_group("gloo", rank=0, world_size=1)
     try:
         yield

@@ -12,7 +12,7 @@ import torch
 from tests.runtime.test_checkpointing import run
 from tests.runtime.test_safe_resume import _no_deepspeed_leftovers  # noqa: F401 (autouse)
 
-pytestmark = pytest.mark.usefixtures("one_rank_group")
+pytestmark = [pytest.mark.ray_free, pytest.mark.usefixtures("one_rank_group")]
 
 
 def held_by_bf16(tensor: torch.Tensor) -> torch.Tensor:
