@@ -266,6 +266,9 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint_exactly(
     kill_when_past(service, job_id, 15, victim)
     detail = service.succeeded(job_id)
     assert len(detail["attempts"]) == 1  # Ray Train restarted the workers in place
+    # ... and told the control plane, which spent one of the job's 2 restarts.
+    notes = [e["reason"] for e in _events(service, job_id) if "in place" in e["reason"]]
+    assert len(notes) == 1 and "worker group restarted in place (restart 1 of 2)" in notes[0], notes
     assert_resumed_exactly(service, job_id, expected)
 
 
