@@ -85,7 +85,7 @@ def clusters_list(
 @clusters_app.command("remove")
 def clusters_remove(name: str) -> None:
     """Unregister a cluster (refused while attempts run on it)."""
-    call(State.client().request, "DELETE", f"/v1/clusters/{name}")
+    call(State.client().json, "DELETE", f"/v1/clusters/{name}")
     typer.echo(f"cluster {name} removed")
 
 
@@ -147,7 +147,7 @@ def projects_update(
         body["gpu_hours_per_month"] = None if no_budget else gpu_hours_per_month
     if not body:
         raise fail("nothing to change: give --max-gpus, --gpu-hours-per-month, ...", EXIT_USAGE)
-    project = call(State.client().request, "PATCH", f"/v1/projects/{name}", json=body)
+    project = call(State.client().json, "PATCH", f"/v1/projects/{name}", json=body)
     limit = project["max_gpus"] or "no limit"
     budget = project["gpu_hours_per_month"] or "no limit"
     typer.echo(

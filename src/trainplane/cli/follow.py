@@ -14,8 +14,8 @@ from trainplane.sdk.errors import TrainplaneError
 from trainplane.sdk.sessions import Session
 from trainplane.sdk.sse import SseDecoder, SseEvent
 
-# No read timeout: a followed log is open as long as the job runs (the SDK,
-# which can reconnect on its caller's behalf, gives up after a silent minute).
+# No read timeout: a followed log stays open while the job runs, and the
+# caller's deadline (--timeout) is what bounds the wait.
 FOLLOW_TIMEOUT = httpx.Timeout(10.0, read=None)
 
 

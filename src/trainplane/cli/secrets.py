@@ -53,7 +53,7 @@ def secrets_set(
     --from-file, standard input, or a prompt; it is never shown again."""
     value = _value(from_file)
     record = call(
-        State.client().request,
+        State.client().json,
         "PUT",
         f"/v1/projects/{project}/secrets/{key}",
         json={"value": value},
@@ -84,5 +84,5 @@ def secrets_list(
 def secrets_delete(project: Project, key: Key) -> None:
     """Delete a secret (project admins). Queued jobs that name it fail at
     launch, saying which secret is missing."""
-    call(State.client().request, "DELETE", f"/v1/projects/{project}/secrets/{key}")
+    call(State.client().json, "DELETE", f"/v1/projects/{project}/secrets/{key}")
     say(f"secret {key} of project {project} deleted")

@@ -107,5 +107,5 @@ def tokens_list(
 @tokens_app.command("revoke")
 def tokens_revoke(token_id: str) -> None:
     """Revoke a token: it stops working at once, everywhere."""
-    call(State.client().request, "DELETE", f"/v1/tokens/{token_id}")
+    call(State.client().json, "DELETE", f"/v1/tokens/{token_id}")
     typer.echo(f"token {token_id} revoked")
