@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from tests.factories import make_job, small_spec
+from trainplane.jobs.spec import load_spec
 from trainplane.services.locations import checkpoint_root
 from trainplane.storage.backends import LocalStorage
 from trainplane.storage.checkpoints import FileEntry, Manifest, write_manifest
@@ -39,7 +40,7 @@ def _save(storage, step, files, *, manifest=True, listed=None):
 def test_only_complete_checkpoints_are_listed_newest_first(api, session, tmp_path):
     storage_root = str(tmp_path / "ckpt")
     job = make_job(session, spec=small_spec(gpus=1, checkpoint={"storage": storage_root}))
-    root = checkpoint_root(job.folder, job.spec, "default", job.id, "/unused")
+    root = checkpoint_root(job.folder, load_spec(job.spec), "default", job.id, "/unused")
     assert root == f"{storage_root}/default/{job.id}/checkpoints"
     storage = LocalStorage(root)
     weights = {"model.pt": b"w" * 1000, "optim.pt": b"o" * 300}
@@ -78,7 +79,7 @@ def test_a_job_without_checkpoints_yet_has_an_empty_list_under_the_default_stora
 def test_unreadable_storage_is_502_naming_it(api, session, tmp_path):
     storage_root = str(tmp_path / "ckpt")
     job = make_job(session, spec=small_spec(gpus=1, checkpoint={"storage": storage_root}))
-    root = checkpoint_root(job.folder, job.spec, "default", job.id, "/unused")
+    root = checkpoint_root(job.folder, load_spec(job.spec), "default", job.id, "/unused")
     # A manifest that cannot be read (a folder where the file should be).
     (tmp_path / "ckpt" / "default" / job.id / "checkpoints" / "step-7" / "manifest.json").mkdir(
         parents=True

@@ -19,6 +19,7 @@ from tests.factories import make_attempt, make_job, small_spec
 from trainplane.cli.common import EXIT_TIMEOUT, EXIT_UNREACHABLE
 from trainplane.cli.main import app
 from trainplane.code_bundles import bundle_of_folder, digest_of
+from trainplane.jobs.spec import load_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.locations import checkpoint_root
@@ -247,7 +248,9 @@ def test_metrics_and_checkpoints_of_a_job(cli, server, session, tmp_path):
         timeout=10,
     )
     assert posted.status_code == 200, posted.text
-    storage = LocalStorage(checkpoint_root(job.folder, job.spec, "default", job.id, "/unused"))
+    storage = LocalStorage(
+        checkpoint_root(job.folder, load_spec(job.spec), "default", job.id, "/unused")
+    )
     weights = b"w" * 2048
     storage.write_bytes("step-2/model.pt", weights)
     entry = FileEntry(path="model.pt", size=2048, sha256=hashlib.sha256(weights).hexdigest())

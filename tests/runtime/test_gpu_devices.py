@@ -53,7 +53,7 @@ def test_a_command_gangs_ranks_see_their_nodes_gpus_and_each_line_reaches_the_lo
             entrypoint={"command": ["python", "-c", PRINT_DEVICES]},
             resources={"gpus": GPUS, "gpus_per_node": GPUS, "cpus_per_worker": 1},
         )
-    ).model_dump(mode="json")
+    )
     attempt = new_id()
     request = launch_request(
         job_id=new_id(),

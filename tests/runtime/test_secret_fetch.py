@@ -115,7 +115,7 @@ def _launch(spec, control_plane_url):
 def test_an_attempt_with_secrets_is_launched_with_their_keys_only():
     spec = parse_spec(
         small_spec(entrypoint={"command": ["true"], "secrets": {"HF_TOKEN": "hf-token"}})
-    ).model_dump(mode="json")
+    )
     env_vars = _launch(spec, "http://tp:8080").runtime_env["env_vars"]
     assert "HF_TOKEN" not in env_vars  # the runtime fetches the value itself
     with pytest.raises(LaunchError, match="TRAINPLANE_ADVERTISE_URL"):

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ray_free
 
 
 def _spec(**overrides):
-    return parse_spec(small_spec(**overrides)).model_dump(mode="json")
+    return parse_spec(small_spec(**overrides))
 
 
 def _request(spec, restarts_used=0, *, access=None, start_timeout=FIXED_START_TIMEOUT):
@@ -79,9 +79,9 @@ def test_restarts_left_count_down_with_the_restarts_used(used, left):
 def test_an_attempt_after_a_preemption_resumes_whatever_the_spec_says():
     spec = _spec(checkpoint={"every_steps": 5, "resume": "never"})
     resumed = resuming_spec(spec)
-    assert resumed["checkpoint"]["resume"] == "auto"
-    assert resumed["checkpoint"]["every_steps"] == 5
-    assert spec["checkpoint"]["resume"] == "never"  # the job's own spec is left alone
+    assert resumed.checkpoint.resume == "auto"
+    assert resumed.checkpoint.every_steps == 5
+    assert spec.checkpoint.resume == "never"  # the job's own spec is left alone
     auto = _spec(checkpoint={"every_steps": 5})
     assert resuming_spec(auto) is auto
 
@@ -178,7 +178,7 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
     work = replace(
         _work(last_progress_at=None),
         status=AttemptStatus.PENDING,
-        spec=_with_working_dir("/etc"),
+        spec=_with_working_dir("/etc").model_dump(mode="json"),
         cluster_address="http://127.0.0.1:9",  # nothing answers there
     )
     context = AdvanceContext(
@@ -194,7 +194,7 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
 
 
 def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(tmp_path):
-    stored = _spec()
+    stored = _spec().model_dump(mode="json")
     stored["resources"] = {**stored["resources"], "gpus_per_node": 3}  # 2 GPUs on 3 a node
     work = replace(
         _work(last_progress_at=None),

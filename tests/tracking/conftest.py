@@ -26,7 +26,7 @@ from tests.factories import (
 from trainplane.config import Settings
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
-from trainplane.jobs.spec import parse_spec
+from trainplane.jobs.spec import load_spec, parse_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.runtime.context import TrainContext
 from trainplane.services.locations import model_root
@@ -114,7 +114,7 @@ class Jobs:
             job = session.get_one(Job, job_id)
             return model_root(
                 job.folder,
-                job.spec,
+                load_spec(job.spec),
                 job.project_name,
                 job.id,
                 self.settings.resolved_checkpoint_storage,

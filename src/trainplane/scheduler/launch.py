@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainplane.jobs import retries
+from trainplane.jobs.entrypoints import entrypoint_of
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.services.file_access import FileAccess
@@ -37,7 +39,7 @@ def launch_request(
     job_id: str,
     attempt_id: str,
     restarts_used: int,
-    spec: dict[str, Any],
+    spec: TrainSpec | FinetuneSpec,
     accelerator: str,
     control_plane_url: str | None,
     attempt_token: str,
@@ -55,11 +57,11 @@ def launch_request(
     asked again at every launch: a spec accepted before the rule, or a
     TRAINPLANE_SERVER_PATHS that shrank since, must not ship what the rule
     now refuses. ``project``: the job's, for the refusal's advice."""
-    entrypoint = spec.get("entrypoint") or {}
+    entrypoint = entrypoint_of(spec)  # None: the kind runs a recipe
     env_vars = {
         START_TIMEOUT_ENV: f"{start_timeout:g}",
-        **{k: str(v) for k, v in (entrypoint.get("env") or {}).items()},
-        tp_env.SPEC: json.dumps(spec, separators=(",", ":")),
+        **(entrypoint.env if entrypoint is not None else {}),
+        tp_env.SPEC: json.dumps(spec.model_dump(mode="json"), separators=(",", ":")),
         tp_env.JOB_ID: job_id,
         tp_env.ATTEMPT_ID: attempt_id,
         tp_env.ACCELERATOR: accelerator,
@@ -76,7 +78,7 @@ def launch_request(
     }
     if control_plane_url:
         env_vars[tp_env.CONTROL_PLANE_URL] = control_plane_url
-    elif entrypoint.get("secrets"):
+    elif entrypoint is not None and entrypoint.secrets:
         # The runtime fetches secret values from the control plane; they are
         # never put in the runtime_env, which Ray's job list shows.
         raise LaunchError(
@@ -84,7 +86,7 @@ def launch_request(
             "control plane, and this server has no TRAINPLANE_ADVERTISE_URL to give it"
         )
     runtime_env: dict[str, Any] = {"env_vars": env_vars}
-    working_dir = entrypoint.get("working_dir")
+    working_dir = entrypoint.working_dir if entrypoint is not None else None
     # Only an absolute folder is shipped (the CLI makes spec-relative paths
     # absolute). A relative one from an HTTP client would mean this server's
     # own directory, which is never what was meant: the job then runs in the
@@ -102,8 +104,8 @@ def launch_request(
         if not os.path.isdir(working_dir):
             raise LaunchError(f"entrypoint.working_dir {working_dir} is not a folder here")
         runtime_env["working_dir"] = working_dir
-    if entrypoint.get("pip"):
-        runtime_env["pip"] = list(entrypoint["pip"])
+    if entrypoint is not None and entrypoint.pip:
+        runtime_env["pip"] = list(entrypoint.pip)
     return LaunchRequest(
         entrypoint=DRIVER_ENTRYPOINT,
         runtime_env=runtime_env,
@@ -112,30 +114,28 @@ def launch_request(
     )
 
 
-def restarts_left(spec: dict[str, Any], restarts_used: int) -> int:
+def restarts_left(spec: TrainSpec | FinetuneSpec, restarts_used: int) -> int:
     """Restarts the job's retry policy still allows, after the ``restarts_used``
     by earlier attempts: those that failed or were lost after they ran, and
     the restarts made in place within any attempt (jobs.retries; a preempted
     or cancelled attempt uses none). The attempt may spend them in place."""
-    max_restarts = int((spec.get("retries") or {}).get("max_restarts", 0))
-    return retries.restarts_left(max_restarts, restarts_used)
+    return retries.restarts_left(spec.retries.max_restarts, restarts_used)
 
 
-def resuming_spec(spec: dict[str, Any]) -> dict[str, Any]:
+def resuming_spec(spec: TrainSpec | FinetuneSpec) -> TrainSpec | FinetuneSpec:
     """``spec`` with ``checkpoint.resume: auto``: an attempt after a
     preemption continues from the latest checkpoint, whatever the spec says."""
-    checkpoint = dict(spec.get("checkpoint") or {})
-    if checkpoint.get("resume", "auto") == "auto":
+    if spec.checkpoint.resume == "auto":
         return spec
-    return {**spec, "checkpoint": {**checkpoint, "resume": "auto"}}
+    checkpoint = spec.checkpoint.model_copy(update={"resume": "auto"})
+    return spec.model_copy(update={"checkpoint": checkpoint})
 
 
-def driver_resources(spec: dict[str, Any], accelerator: str) -> dict[str, float]:
+def driver_resources(spec: TrainSpec | FinetuneSpec, accelerator: str) -> dict[str, float]:
     """A one-worker job runs inside its driver, which then holds that worker's
     slot; a gang's driver only coordinates and holds nothing."""
-    resources = spec.get("resources") or {}
-    if resources.get("gpus", 1) != 1:
+    if spec.resources.gpus != 1:
         return {}
     if accelerator.lower() == "cpu":
         return {"CPU": 1.0}
-    return {"CPU": float(resources.get("cpus_per_worker", 1)), "GPU": 1.0}
+    return {"CPU": float(spec.resources.cpus_per_worker), "GPU": 1.0}

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from trainplane.db.engine import read_only
 from trainplane.errors import UpstreamError
+from trainplane.jobs.spec import load_spec
 from trainplane.services.access import Caller
 from trainplane.services.jobs import load_job
 from trainplane.services.locations import checkpoint_root
@@ -28,7 +29,9 @@ def list_checkpoints(
 ) -> JobCheckpoints:
     with read_only(session):
         job = load_job(session, caller, job_id)
-        root = checkpoint_root(job.folder, job.spec, job.project_name, job.id, default_storage)
+        root = checkpoint_root(
+            job.folder, load_spec(job.spec), job.project_name, job.id, default_storage
+        )
     # The storage is read with no transaction open: S3 listings take their time.
     try:
         folders = complete_checkpoints(open_storage(root))
