@@ -109,3 +109,20 @@ def test_a_preemption_spends_none_but_restarts_in_place_before_it_count(session)
     assert job_attempts(session, job_id)[0].status == "STOPPED"
     assert [j for j, _ in place_queued_jobs(session, utcnow()).placed] == [job_id]
     assert _claim_one(session).restarts_used == 1  # the restart in place, not the preemption
+
+
+def test_a_ray_job_that_fails_before_it_runs_spends_the_budget(session):
+    """A runtime_env that cannot be set up fails the Ray job before the
+    driver runs: no exit code, never seen RUNNING. It still uses a restart,
+    so the job ends instead of restarting forever."""
+    spec = small_spec(retries={"max_restarts": 1, "backoff_seconds": 0})
+    job_id = _placed_job(session, spec=spec)
+    _apply(session, _claim_one(session), svc.Launched(new=True))
+    _apply(session, _claim_one(session), svc.Observed("FAILED", logs="runtime_env setup failed\n"))
+    assert "restart 1 of 1" in job_row(session, job_id).reason
+    work = _next_attempt(session, job_id)
+    _apply(session, work, svc.Launched(new=True))
+    _apply(session, _claim_one(session), svc.Observed("FAILED", logs="runtime_env setup failed\n"))
+    job = job_row(session, job_id)
+    assert job.status == "FAILED" and job.reason.endswith("(after 1 restart)"), job.reason
+    assert len(job_attempts(session, job_id)) == 2

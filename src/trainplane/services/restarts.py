@@ -1,5 +1,5 @@
 """How much of their restart budget jobs have used, read from their attempts
-(the rules are jobs.retries'): failed or lost attempts that had run, and the
+(the rules are jobs.retries'): failed attempts, lost attempts that had run, and the
 restarts Ray Train made in place, as each attempt's runtime reported them."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ from trainplane.db.models import JobAttempt
 from trainplane.jobs.retries import RestartsUsed
 from trainplane.jobs.states import AttemptStatus
 
-# Failed or lost after it ran: a preempted (STOPPED), cancelled or
-# never-started attempt uses none.
-_FAILED_AFTER_IT_RAN = and_(
-    JobAttempt.status.in_([AttemptStatus.FAILED.value, AttemptStatus.LOST.value]),
-    or_(JobAttempt.started_at.is_not(None), JobAttempt.exit_code.is_not(None)),
+# An attempt that failed (even before it was seen running: a runtime_env that
+# could not be set up fails its Ray job with no exit code), or that was lost
+# after it ran. A preempted (STOPPED) or cancelled attempt, or one lost before
+# it ran, uses none. This must count every attempt jobs.attempts.decide
+# charges a restart to, or a job that fails that way would restart forever.
+_USED_A_RESTART = or_(
+    JobAttempt.status == AttemptStatus.FAILED.value,
+    and_(JobAttempt.status == AttemptStatus.LOST.value, JobAttempt.started_at.is_not(None)),
 )
 
 
@@ -26,7 +29,7 @@ def restarts_used(session: Session, job_ids: list[str]) -> dict[str, RestartsUse
     rows = session.execute(
         select(
             JobAttempt.job_id,
-            func.sum(case((_FAILED_AFTER_IT_RAN, 1), else_=0)),
+            func.sum(case((_USED_A_RESTART, 1), else_=0)),
             func.sum(JobAttempt.in_place_restarts),
         )
         .where(JobAttempt.job_id.in_(job_ids))
