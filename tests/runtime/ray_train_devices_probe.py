@@ -46,9 +46,17 @@ def _loaded(module: str, check: str) -> bool:
 if __name__ == "__main__":
     import ray
 
+    from trainplane.jobs.spec import parse_spec
     from trainplane.runtime.ray_train import ray_train_trainer
 
     workers = int(sys.argv[1])
     ray.init()
-    spec = {"resources": {"gpus": workers, "cpus_per_worker": 1}}
+    spec = parse_spec(
+        {
+            "kind": "train",
+            "name": "devices-probe",
+            "entrypoint": {"command": ["true"]},
+            "resources": {"gpus": workers, "cpus_per_worker": 1},
+        }
+    )
     ray_train_trainer(spec, on_gpu=True, restarts_left=0, worker=probe).fit()

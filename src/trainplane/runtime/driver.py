@@ -172,10 +172,7 @@ def run_function(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, secrets: dict[
         else:
             from trainplane.runtime.ray_train import run_with_ray_train
 
-            # Ray Train hands its workers the stored form; each parses it again.
-            run_with_ray_train(
-                spec.model_dump(mode="json"), on_gpu=on_gpu, restarts_left=restarts_left
-            )
+            run_with_ray_train(spec, on_gpu=on_gpu, restarts_left=restarts_left)
     except Preempted:
         return _stopped_for_preemption()
     except Exception as exc:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainplane.jobs.spec import load_spec
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec, load_spec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.devices import visible_devices_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
@@ -161,7 +161,7 @@ def failure_cause(exc: BaseException) -> str:
     return describe(exc)
 
 
-def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int) -> None:
+def run_with_ray_train(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, restarts_left: int) -> None:
     """Train on ``resources.gpus`` workers; raises when training fails for good."""
     import ray
 
@@ -180,7 +180,7 @@ def run_with_ray_train(spec: dict[str, Any], *, on_gpu: bool, restarts_left: int
 
 
 def ray_train_trainer(
-    spec: dict[str, Any],
+    spec: TrainSpec | FinetuneSpec,
     *,
     on_gpu: bool,
     restarts_left: int,
@@ -198,8 +198,8 @@ def ray_train_trainer(
 
     from trainplane.runtime.restart_budget import RestartBudget
 
-    resources = spec["resources"]
-    per_worker = {"CPU": float(resources.get("cpus_per_worker", 1)) if on_gpu else 1.0}
+    resources = spec.resources
+    per_worker = {"CPU": float(resources.cpus_per_worker) if on_gpu else 1.0}
     if on_gpu:
         per_worker["GPU"] = 1.0
     attempt = os.environ.get(tp_env.ATTEMPT_ID, "local")
@@ -209,10 +209,12 @@ def ray_train_trainer(
     )
     return DataParallelTrainer(
         worker,
-        train_loop_config={"spec": spec, "on_gpu": on_gpu},
+        # The workers get the stored form (plain JSON travels to any worker
+        # process) and each parses it again.
+        train_loop_config={"spec": spec.model_dump(mode="json"), "on_gpu": on_gpu},
         backend_config=BackendConfig(),
         scaling_config=ScalingConfig(
-            num_workers=int(resources["gpus"]),
+            num_workers=resources.gpus,
             use_gpu=on_gpu,
             resources_per_worker=per_worker,
         ),

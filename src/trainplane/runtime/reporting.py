@@ -26,7 +26,12 @@ from typing import Any, Literal
 
 import httpx
 
-from trainplane.jobs.progress import MAX_RESTART_ERROR, InPlaceRestart, ProgressReport
+from trainplane.jobs.progress import (
+    MAX_RESTART_ERROR,
+    InPlaceRestart,
+    MetricPoint,
+    ProgressReport,
+)
 from trainplane.runtime import env as tp_env
 
 SEND_EVERY_SECONDS = 2.0
@@ -59,7 +64,7 @@ class ProgressReporter:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.metrics_file = metrics_file
         self.send_every = send_every
-        self.queue: deque[dict[str, Any]] = deque(maxlen=MAX_QUEUED)
+        self.queue: deque[MetricPoint] = deque(maxlen=MAX_QUEUED)
         self.step: int | None = None
         self.total_steps: int | None = None
         self.lock = threading.Lock()
@@ -80,14 +85,17 @@ class ProgressReporter:
             self.thread.start()
 
     def record(self, step: int, metrics: dict[str, float], total_steps: int | None) -> None:
-        point = {
-            "step": step,
-            "time": time.time(),
-            "metrics": {k: v for k, v in metrics.items() if math.isfinite(v)},
-        }
+        # Built unchecked: the control plane validates the report and names
+        # what it refuses (a 422 the run survives); a check here would raise
+        # in the training loop instead.
+        point = MetricPoint.model_construct(
+            step=step,
+            time=time.time(),
+            metrics={k: v for k, v in metrics.items() if math.isfinite(v)},
+        )
         if self.metrics_file:
             with open(self.metrics_file, "a") as handle:
-                handle.write(json.dumps(point) + "\n")
+                handle.write(json.dumps(point.model_dump(mode="json")) + "\n")
         if self.endpoint is None or self.revoked:
             return
         with self.lock:
@@ -129,14 +137,18 @@ class ProgressReporter:
             return
         with self.lock:
             batch = [self.queue.popleft() for _ in range(min(len(self.queue), MAX_BATCH))]
-            body = {"step": self.step, "total_steps": self.total_steps, "points": batch}
+            report = ProgressReport.model_construct(
+                step=self.step, total_steps=self.total_steps, points=batch
+            )
+            # Restarts in place go on their own (report_restart).
+            body = report.model_dump(mode="json", exclude={"restarts"})
             self.sending = True
         try:
             self._post(client, body, batch)
         finally:
             self.sending = False  # only once a failed batch is back in the queue
 
-    def _post(self, client: httpx.Client, body: dict[str, Any], batch: list[Any]) -> None:
+    def _post(self, client: httpx.Client, body: dict[str, Any], batch: list[MetricPoint]) -> None:
         assert self.endpoint is not None
         try:
             answer = client.post(self.endpoint, json=body)

@@ -34,6 +34,7 @@ from trainplane.db.models import Job, JobAttempt, JobMetric
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError, RateLimitedError
 from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.progress import InPlaceRestart, ProgressReport
+from trainplane.jobs.spec import load_spec
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, JobStatus
 from trainplane.services.access import Caller
 from trainplane.services.attempt_tokens import TokenKey, check_attempt_token
@@ -216,7 +217,7 @@ def _record_restarts(
         .execution_options(synchronize_session=False)
     )
     status, spec = session.execute(select(Job.status, Job.spec).where(Job.id == job_id)).one()
-    budget = int((spec.get("retries") or {}).get("max_restarts", 0))
+    budget = load_spec(spec).retries.max_restarts
     # Restarts used in all now, the last of these included.
     used = restarts_used_by(session, job_id).before_next_attempt
     for restart in new:

@@ -18,6 +18,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobMetric, JobTracking
+from trainplane.jobs.spec import load_spec
 from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
 from trainplane.services.leases import claim_due
 from trainplane.services.locations import model_root
@@ -176,7 +177,7 @@ def claim_tracking(
                     synced_attempts=tracking.synced_attempts,
                     model_version=tracking.model_version,
                     model_root=model_root(
-                        job.folder, job.spec, job.project_name, job.id, default_storage
+                        job.folder, load_spec(job.spec), job.project_name, job.id, default_storage
                     ),
                     attempts=attempts.get(job.id, []),
                     points=points,
