@@ -25,6 +25,8 @@ ANY = None
 CANCELLING = frozenset({S.CANCELLING})
 NOT_CANCELLING = frozenset(S) - CANCELLING
 STOPS: list[StopReason | None] = [None, *StopReason]
+# A preemption uses no restart, even when its attempt's cluster is lost.
+NOT_PREEMPTED = tuple(stop for stop in STOPS if stop is not StopReason.PREEMPTED)
 LIVE = [A.PENDING, A.SUBMITTED, A.RUNNING]
 
 SILENT = "{where} stopped answering for {silence}: {message}"
@@ -53,7 +55,7 @@ RULES: list[tuple[tuple, tuple]] = [
         (F.SILENT, ANY, CANCELLING, ANY),
         (A.LOST, SILENT, S.CANCELLED, "cancelled; " + SILENT, False),
     ),
-    ((F.SILENT, ANY, ANY, A.RUNNING), (A.LOST, SILENT, S.RESTARTING, SILENT, True)),
+    ((F.SILENT, NOT_PREEMPTED, ANY, A.RUNNING), (A.LOST, SILENT, S.RESTARTING, SILENT, True)),
     ((F.SILENT, ANY, ANY, ANY), (A.LOST, SILENT, S.QUEUED, "back in the queue: " + SILENT, False)),
     (
         (F.FORGOTTEN, ANY, CANCELLING, A.PENDING),
@@ -64,9 +66,12 @@ RULES: list[tuple[tuple, tuple]] = [
         (F.FORGOTTEN, ANY, CANCELLING, ANY),
         (A.LOST, FORGOTTEN, S.CANCELLED, "cancelled; " + FORGOTTEN, False),
     ),
-    ((F.FORGOTTEN, ANY, ANY, A.RUNNING), (A.LOST, FORGOTTEN, S.RESTARTING, FORGOTTEN, True)),
     (
-        (F.FORGOTTEN, ANY, ANY, A.SUBMITTED),
+        (F.FORGOTTEN, NOT_PREEMPTED, ANY, A.RUNNING),
+        (A.LOST, FORGOTTEN, S.RESTARTING, FORGOTTEN, True),
+    ),
+    (
+        (F.FORGOTTEN, ANY, ANY, (A.SUBMITTED, A.RUNNING)),
         (A.LOST, FORGOTTEN, S.QUEUED, "back in the queue: " + FORGOTTEN, False),
     ),
     ((R.PENDING, ANY, ANY, ANY), KEEP),

@@ -111,6 +111,17 @@ def test_a_preemption_spends_none_but_restarts_in_place_before_it_count(session)
     assert _claim_one(session).restarts_used == 1  # the restart in place, not the preemption
 
 
+def test_a_preempted_attempt_whose_cluster_forgets_it_spends_none(session):
+    job_id = _running(session, max_restarts=1)
+    with session.begin():
+        session.execute(update(JobAttempt).values(stop_reason=StopReason.PREEMPTED))
+    _apply(session, _claim_one(session), svc.Observed(None))  # its Ray head restarted
+    assert job_attempts(session, job_id)[0].status == "LOST"
+    assert job_row(session, job_id).status == "QUEUED"
+    assert [j for j, _ in place_queued_jobs(session, utcnow()).placed] == [job_id]
+    assert _claim_one(session).restarts_used == 0
+
+
 def test_a_ray_job_that_fails_before_it_runs_spends_the_budget(session):
     """A runtime_env that cannot be set up fails the Ray job before the
     driver runs: no exit code, never seen RUNNING. It still uses a restart,

@@ -126,7 +126,7 @@ def decide(
     """The one decision about a look at a live attempt. ``stop`` is why
     trainplane asked the cluster to stop it, if it did (this look included).
     An attempt has run once it was seen RUNNING: only those use a restart
-    when lost."""
+    when lost, unless trainplane was preempting them."""
     if attempt not in LIVE_ATTEMPT_STATUSES:
         return KEEP  # ended attempts are not looked at; nothing moves them back
     cancelling = job is S.CANCELLING
@@ -138,15 +138,18 @@ def decide(
         return Decision(A.FAILED, "{message}", S.FAILED, REFUSED)
     if found in (ClusterFinding.NO_ANSWER, RayJobStatus.PENDING):
         return KEEP  # keep looking; the cluster may come back
+    # A lost attempt uses a restart only if it ran and was not being
+    # preempted: a preemption uses none, whichever way its attempt ends.
+    lost_one_that_ran = attempt is A.RUNNING and stop is not StopReason.PREEMPTED
     if found is ClusterFinding.SILENT:
-        return _ended_badly(A.LOST, SILENT, job, ran=attempt is A.RUNNING)
+        return _ended_badly(A.LOST, SILENT, job, ran=lost_one_that_ran)
     if found is ClusterFinding.FORGOTTEN:
         if attempt is A.PENDING:
             # Cancelled before the Ray job existed: nothing runs anywhere.
             if cancelling:
                 return Decision(A.STOPPED, BEFORE_LAUNCH, S.CANCELLED, CANCELLED_BEFORE_START)
             return Decision(A.STOPPED, BEFORE_LAUNCH)
-        return _ended_badly(A.LOST, FORGOTTEN, job, ran=attempt is A.RUNNING)
+        return _ended_badly(A.LOST, FORGOTTEN, job, ran=lost_one_that_ran)
     if found is RayJobStatus.RUNNING:
         moved = None if attempt is A.RUNNING else A.RUNNING
         if job is S.STARTING:

@@ -8,17 +8,26 @@ from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.models import JobAttempt
+from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.retries import RestartsUsed
 from trainplane.jobs.states import AttemptStatus
 
 # An attempt that failed (even before it was seen running: a runtime_env that
 # could not be set up fails its Ray job with no exit code), or that was lost
-# after it ran. A preempted (STOPPED) or cancelled attempt, or one lost before
-# it ran, uses none. This must count every attempt jobs.attempts.decide
-# charges a restart to, or a job that fails that way would restart forever.
+# after it ran. A preempted attempt (STOPPED, or lost while trainplane was
+# stopping it), a cancelled one, or one lost before it ran, uses none. This
+# must count every attempt jobs.attempts.decide charges a restart to, or a job
+# that fails that way would restart forever.
 _USED_A_RESTART = or_(
     JobAttempt.status == AttemptStatus.FAILED.value,
-    and_(JobAttempt.status == AttemptStatus.LOST.value, JobAttempt.started_at.is_not(None)),
+    and_(
+        JobAttempt.status == AttemptStatus.LOST.value,
+        JobAttempt.started_at.is_not(None),
+        or_(
+            JobAttempt.stop_reason.is_(None),
+            JobAttempt.stop_reason != StopReason.PREEMPTED.value,
+        ),
+    ),
 )
 
 
