@@ -282,6 +282,20 @@ def ray_head(
         del request.session.stash[_RAY_HEAD]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _environment_tools_first() -> Iterator[None]:
+    """This environment's ``bin`` first on PATH, as the Ray head has it
+    (backends/local_ray), for this process and the ones it starts. DeepSpeed
+    builds its ops with the first ``ninja`` on PATH, and two ninja versions
+    (the system's, the environment's) record different command hashes, so
+    each rebuilt what the other had just built (about 50 s each time, several
+    times a run) in the one extensions folder the tests share."""
+    tools = str(Path(sys.executable).parent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+        yield
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _idle_cluster_after_module(request: pytest.FixtureRequest) -> Iterator[None]:
     """Once a module's tests and fixtures are done, what they left running on
