@@ -50,6 +50,7 @@ class Service:
         self.s3_endpoint = s3_endpoint
         self.http = httpx.Client(base_url=url, timeout=30)
         self.uninterrupted: dict[str, dict[int, float]] = {}
+        self._uninterrupted_jobs: dict[str, str] = {}
 
     def submit(
         self,
@@ -113,11 +114,18 @@ class Service:
         assert detail["status"] == "SUCCEEDED", self.logs(job_id)[-4000:]
         return detail
 
-    def trained(self, strategy: str) -> dict[int, float]:
-        if strategy not in self.uninterrupted:
+    def uninterrupted_job(self, strategy: str) -> str:
+        """The job of the module's one uninterrupted run with ``strategy``
+        (submitted as ``submit(strategy)``), run on first use."""
+        if strategy not in self._uninterrupted_jobs:
             job_id = self.submit(strategy)
             self.succeeded(job_id)
-            self.uninterrupted[strategy] = self.losses(job_id)
+            self._uninterrupted_jobs[strategy] = job_id
+        return self._uninterrupted_jobs[strategy]
+
+    def trained(self, strategy: str) -> dict[int, float]:
+        if strategy not in self.uninterrupted:
+            self.uninterrupted[strategy] = self.losses(self.uninterrupted_job(strategy))
         return self.uninterrupted[strategy]
 
 
@@ -282,8 +290,7 @@ def test_a_lost_attempt_is_retried_and_resumes_exactly(service: Service) -> None
 
 
 def test_checkpoints_are_listed_by_the_api(service: Service) -> None:
-    job_id = service.submit("ddp")
-    service.succeeded(job_id)
+    job_id = service.uninterrupted_job("ddp")
     listed = service.http.get(f"/v1/jobs/{job_id}/checkpoints").json()
     assert [c["step"] for c in listed["checkpoints"]] == [50, 40]  # keep_last: 2
     assert all(c["strategy"] == "ddp" and c["world_size"] == 2 for c in listed["checkpoints"])
