@@ -18,6 +18,12 @@ def entrypoint_of(spec: TrainSpec | FinetuneSpec) -> Entrypoint | None:
     return spec.entrypoint if isinstance(spec, TrainSpec) else None
 
 
+def wanted_secrets(spec: TrainSpec | FinetuneSpec) -> dict[str, str]:
+    """The spec's ``entrypoint.secrets``: environment variable -> project secret key."""
+    entrypoint = entrypoint_of(spec)
+    return dict(entrypoint.secrets) if entrypoint is not None else {}
+
+
 def function_of(spec: TrainSpec | FinetuneSpec) -> str | None:
     """The ``module:function`` a spec runs: its own, or its kind's recipe."""
     recipe = RECIPE_FUNCTIONS.get(spec.kind)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from trainplane.jobs.entrypoints import entrypoint_of
+from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
 
@@ -28,11 +28,6 @@ TIMEOUT_SECONDS = 10.0
 class SecretsUnavailable(RuntimeError):
     """The attempt cannot have its secrets; the message says why (and names
     a secret that was deleted)."""
-
-
-def wanted_secrets(spec: TrainSpec | FinetuneSpec) -> dict[str, str]:
-    entrypoint = entrypoint_of(spec)
-    return dict(entrypoint.secrets) if entrypoint is not None else {}
 
 
 def secret_env(

@@ -18,6 +18,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobTracking, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
+from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.environment import redacted_spec
 from trainplane.jobs.memory import GB
 from trainplane.jobs.placement import Demand, never_fits_reason
@@ -38,7 +39,7 @@ from trainplane.services.names import check_names
 from trainplane.services.pagination import decode_cursor, encode_cursor
 from trainplane.services.projects import project_for
 from trainplane.services.queue import QueueView, queue_views
-from trainplane.services.secrets import check_secret_refs, wanted_secrets
+from trainplane.services.secrets import check_secret_refs
 from trainplane.services.spec_views import sees_env_values
 from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.storage_access import check_checkpoint_storage
@@ -120,7 +121,7 @@ def submit_job(
             # In the job's transaction: a name claimed by a concurrent submit
             # of another project, or a secret deleted meanwhile, refuses it.
             check_names(session, project.id, project.name, document, claim=True)
-            check_secret_refs(session, project.id, project.name, wanted_secrets(document))
+            check_secret_refs(session, project.id, project.name, wanted_secrets(spec))
             session.execute(insert(Job), [{key: getattr(job, key) for key in _INSERTED_COLUMNS}])
             job.project = Project(id=project.id, name=project.name)
             check_spec_code(session, spec, used_at=now)

@@ -20,6 +20,7 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job
 from trainplane.errors import InvalidInputError
 from trainplane.jobs import placement
+from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
@@ -42,7 +43,7 @@ from trainplane.services.names import check_names
 from trainplane.services.placement import load_queue
 from trainplane.services.projects import project_for
 from trainplane.services.quotas import project_quotas, project_shares
-from trainplane.services.secrets import check_secret_refs, wanted_secrets
+from trainplane.services.secrets import check_secret_refs
 from trainplane.services.storage_access import check_checkpoint_storage
 
 PLANNED = "planned"  # the would-be job's id in the placement code
@@ -102,7 +103,7 @@ def plan_job(
     with read_only(session):
         document = spec.model_dump(mode="json")
         check_names(session, ref.id, ref.name, document, claim=False)
-        check_secret_refs(session, ref.id, ref.name, wanted_secrets(document))
+        check_secret_refs(session, ref.id, ref.name, wanted_secrets(spec))
         check_spec_code(session, spec)
         check_some_cluster_can_hold(session, spec)
         check_quota_can_hold(session, project, spec)

@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -26,7 +25,9 @@ from trainplane.db.engine import read_only
 from trainplane.db.models import Job, JobAttempt, Project, ProjectSecret
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
+from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.environment import SECRET_KEY_PATTERN
+from trainplane.jobs.spec import load_spec
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES
 from trainplane.services import audit
 from trainplane.services.access import Caller, Role
@@ -186,11 +187,6 @@ def delete_secret(session: Session, caller: Caller, project: str, key: str) -> N
         audit.record(session, caller.subject, "secret.delete", project_id=facts.id, target=key)
 
 
-def wanted_secrets(spec: Mapping[str, Any]) -> dict[str, str]:
-    """``entrypoint.secrets`` of a stored spec: environment variable -> key."""
-    return dict((spec.get("entrypoint") or {}).get("secrets") or {})
-
-
 def check_secret_refs(
     session: Session, project_id: str, project_name: str, secrets: Mapping[str, str]
 ) -> None:
@@ -236,7 +232,7 @@ def attempt_secrets(
             raise NotFoundError(f"job {job_id} has no attempt {attempt_id}")
         if row.status not in _LIVE:
             raise ConflictError(f"attempt {attempt_id} has ended; its secrets are not handed out")
-        wanted = wanted_secrets(row.spec)
+        wanted = wanted_secrets(load_spec(row.spec))
         sealed = dict(
             session.execute(
                 select(ProjectSecret.key, ProjectSecret.ciphertext).where(
