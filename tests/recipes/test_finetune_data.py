@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 
 from trainplane.jobs.spec import Hyperparameters
 from trainplane.recipes.finetune import blocks, inputs
-from trainplane.recipes.finetune.models import local_folder
+from trainplane.recipes.finetune.base_model import local_folder
 from trainplane.recipes.finetune.recipe import lr_factor, total_steps
 from trainplane.storage.backends import s3_client
 from trainplane.testing.tiny_models import write_jsonl

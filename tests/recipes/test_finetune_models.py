@@ -14,7 +14,7 @@ from tests.factories import finetune_spec
 from tests.runtime.test_safe_resume import _no_deepspeed_leftovers  # noqa: F401
 from trainplane.jobs.memory import StrategyChoice, Workload, _frozen_bytes
 from trainplane.jobs.spec import Method, parse_spec
-from trainplane.recipes.finetune import models, recipe
+from trainplane.recipes.finetune import base_model, recipe
 from trainplane.runtime.context import TrainContext
 from trainplane.testing.tiny_models import arithmetic_rows, build_tiny_llama, write_jsonl
 
@@ -42,7 +42,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_base_loads_in_the_training_dtype_unless_its_weights_are_the_master(
     precision: str, lora: bool, strategy: str, expected: torch.dtype
 ) -> None:
-    assert models.weights_dtype(precision, lora=lora, strategy=strategy) == expected
+    assert base_model.weights_dtype(precision, lora=lora, strategy=strategy) == expected
     # The memory estimate counts a LoRA base by the same rule.
     if lora:
         workload = Workload(precision, lora=True)
@@ -51,8 +51,8 @@ def test_the_base_loads_in_the_training_dtype_unless_its_weights_are_the_master(
 
 
 def test_a_bf16_base_with_gradient_checkpointing_trains_its_fp32_adapters(tiny_llama: Path):
-    model = models.with_lora(
-        models.load_base(str(tiny_llama), dtype=torch.bfloat16, gradient_checkpointing=True),
+    model = base_model.with_lora(
+        base_model.load_base(str(tiny_llama), dtype=torch.bfloat16, gradient_checkpointing=True),
         Method.model_validate({**LORA, "dropout": 0.0}),
     )
     base = {p.dtype for n, p in model.named_parameters() if "lora_" not in n}

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from trainplane.jobs.spec import Method, parse_spec
-from trainplane.recipes.finetune import models, recipe
+from trainplane.recipes.finetune import base_model, recipe
 from trainplane.runtime.context import TrainContext
 from trainplane.testing.memory_probe import (
     _peak_resident_bytes,
@@ -98,9 +98,9 @@ def run(out: Path, rank: int) -> dict[str, Any]:
         "model_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
     }
     del model
-    dtype = models.weights_dtype("bf16", lora=True, strategy="fsdp")
+    dtype = base_model.weights_dtype("bf16", lora=True, strategy="fsdp")
     full, record["full_copy_peak"] = _peak_while(
-        lambda: models.with_lora(models.load_base(folder, dtype=dtype), lora)
+        lambda: base_model.with_lora(base_model.load_base(folder, dtype=dtype), lora)
     )
     del full
     gc.collect()

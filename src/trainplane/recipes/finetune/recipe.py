@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 
 from trainplane.jobs.spec import FinetuneSpec, Hyperparameters
-from trainplane.recipes.finetune import blocks, inputs, models
+from trainplane.recipes.finetune import base_model, blocks, inputs
 from trainplane.recipes.finetune.model_export import TransformersSaver
 from trainplane.runtime.context import TrainContext
 
@@ -59,9 +59,9 @@ def build_model(ctx: TrainContext, folder: str) -> torch.nn.Module:
     spec = finetune_spec(ctx)
     method = spec.method
     with ctx.model_init():
-        model = models.load_base(
+        model = base_model.load_base(
             folder,
-            dtype=models.weights_dtype(
+            dtype=base_model.weights_dtype(
                 ctx.precision, lora=method.type == "lora", strategy=spec.strategy.type
             ),
             gradient_checkpointing=spec.model is not None and spec.model.activation_checkpointing,
@@ -70,7 +70,7 @@ def build_model(ctx: TrainContext, folder: str) -> torch.nn.Module:
     # before peft sets their initial values. Under FSDP2 they follow the base
     # onto the meta device on ranks but 0, and prepare() gives every rank
     # rank 0's initial values.
-    return models.with_lora(model, method)
+    return base_model.with_lora(model, method)
 
 
 def train(ctx: TrainContext) -> dict[str, float]:
@@ -81,8 +81,8 @@ def train(ctx: TrainContext) -> dict[str, float]:
     # The same seed on every rank: LoRA's initial weights must agree.
     torch.manual_seed(hp.seed)
 
-    folder = models.local_folder(spec.base_model)
-    tokenizer = models.load_tokenizer(folder)
+    folder = base_model.local_folder(spec.base_model)
+    tokenizer = base_model.load_tokenizer(folder)
     model = build_model(ctx, folder)
     length = hp.max_seq_len
     packing = hp.packing
@@ -116,8 +116,8 @@ def train(ctx: TrainContext) -> dict[str, float]:
     total = total_steps(hp, len(loader))
     ctx.total_steps = total
     every = eval_interval(hp, total)
-    trainable = sum(models.numel(p) for p in model.parameters() if p.requires_grad)
-    everything = sum(models.numel(p) for p in model.parameters())
+    trainable = sum(base_model.numel(p) for p in model.parameters() if p.requires_grad)
+    everything = sum(base_model.numel(p) for p in model.parameters())
     ctx.log(
         f"trainplane: fine-tuning {type(model).__name__} ({method.type}, "
         f"{trainable:,} of {everything:,} parameters train) on {len(train_set)} blocks of "
