@@ -17,7 +17,7 @@ from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
 from trainplane.scheduler.steps import AdvanceContext, advance, is_stuck
-from trainplane.services.attempts import AttemptWork, Rejected
+from trainplane.services.attempts import AttemptWork, Rejected, parse_stored_spec
 from trainplane.services.file_access import FileAccess
 
 pytestmark = pytest.mark.ray_free
@@ -101,7 +101,7 @@ def _work(*, last_progress_at, stuck_after_seconds=None):
         cluster_name="local",
         cluster_address="http://ray:8265",
         accelerator="cpu",
-        spec={},
+        spec=None,
         created_at=now,
         last_seen_at=now,
         job_started_at=now,
@@ -178,7 +178,7 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
     work = replace(
         _work(last_progress_at=None),
         status=AttemptStatus.PENDING,
-        spec=_with_working_dir("/etc").model_dump(mode="json"),
+        spec=_with_working_dir("/etc"),
         cluster_address="http://127.0.0.1:9",  # nothing answers there
     )
     context = AdvanceContext(
@@ -196,10 +196,13 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
 def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(tmp_path):
     stored = _spec().model_dump(mode="json")
     stored["resources"] = {**stored["resources"], "gpus_per_node": 3}  # 2 GPUs on 3 a node
+    spec, spec_error = parse_stored_spec(stored)  # as the claim parses it
+    assert spec is None
     work = replace(
         _work(last_progress_at=None),
         status=AttemptStatus.PENDING,
-        spec=stored,
+        spec=spec,
+        spec_error=spec_error,
         cluster_address="http://127.0.0.1:9",  # nothing answers there
     )
     context = AdvanceContext(

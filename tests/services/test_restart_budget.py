@@ -14,7 +14,6 @@ from tests.services.test_scheduling import _apply, _claim_one, _placed_job
 from trainplane.db.base import utcnow
 from trainplane.db.models import JobAttempt
 from trainplane.jobs.attempts import StopReason
-from trainplane.jobs.spec import load_spec
 from trainplane.scheduler.launch import restarts_left
 from trainplane.services import attempts as svc
 from trainplane.services.placement import place_queued_jobs
@@ -68,7 +67,7 @@ def test_placement_retries_spend_the_budget_and_the_next_attempt_gets_the_rest(s
     assert job.status == "RESTARTING" and "restart 2 of 2" in job.reason, job.reason
     work = _next_attempt(session, job_id)
     assert work.restarts_used == 2
-    assert restarts_left(load_spec(work.spec), work.restarts_used) == 0  # TRAINPLANE_RESTARTS_LEFT
+    assert restarts_left(work.spec, work.restarts_used) == 0  # TRAINPLANE_RESTARTS_LEFT
 
 
 def test_the_combined_budget_stops_retrying(session):
@@ -77,7 +76,7 @@ def test_the_combined_budget_stops_retrying(session):
     _fails(session)  # restart 3 of 3
     assert "restart 3 of 3" in job_row(session, job_id).reason
     work = _next_attempt(session, job_id)
-    assert restarts_left(load_spec(work.spec), work.restarts_used) == 0
+    assert restarts_left(work.spec, work.restarts_used) == 0
     _apply(session, work, svc.Launched(new=True))
     _apply(session, _claim_one(session), svc.Observed("RUNNING"))
     _fails(session)

@@ -9,7 +9,6 @@ from datetime import datetime
 from trainplane.backends.ray import ClusterUnreachable, LaunchRejected, RayCluster, RayClusters
 from trainplane.jobs.attempts import RayJobStatus, StopReason
 from trainplane.jobs.entrypoints import entrypoint_of
-from trainplane.jobs.spec import SpecError, load_spec
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.scheduler.code import BundleFolders
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
@@ -57,12 +56,11 @@ def advance(
         if work.stop_reason:
             return _stop(ray, work, work.stop_reason)
         if work.status is AttemptStatus.PENDING:
-            try:
-                # Parsed once per launch: a stored spec the models no longer
-                # take fails the attempt naming the field, before any cluster.
-                spec = load_spec(work.spec)
-            except SpecError as exc:
-                return Rejected(str(exc))
+            spec = work.spec
+            if spec is None:
+                # Parsed at the claim: a stored spec the models no longer take
+                # fails the attempt naming the field, before any cluster.
+                return Rejected(work.spec_error)
             entrypoint = entrypoint_of(spec)
             code = entrypoint.code if entrypoint is not None else None
             if code and context.bundles is None:

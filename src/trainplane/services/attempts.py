@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session
 from trainplane.db.models import Cluster, Job, JobAttempt
 from trainplane.errors import StaleStateError
 from trainplane.jobs.attempts import RayJobStatus, StopReason, decide
-from trainplane.jobs.durations import format_duration, parse_duration
+from trainplane.jobs.durations import format_duration
 from trainplane.jobs.retries import after_failure
+from trainplane.jobs.spec import FinetuneSpec, Retries, SpecError, TrainSpec, load_spec
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, cluster_start_timeout
 from trainplane.services.attempt_outcomes import (
@@ -61,7 +62,9 @@ class AttemptWork:
     cluster_name: str | None
     cluster_address: str | None
     accelerator: str
-    spec: dict[str, Any]
+    # The job's spec, parsed once at the claim; None when the stored spec no
+    # longer parses (spec_error names the field, and a launch is refused).
+    spec: TrainSpec | FinetuneSpec | None
     created_at: datetime
     last_seen_at: datetime | None
     job_started_at: datetime | None
@@ -77,6 +80,7 @@ class AttemptWork:
     # and whether the attempt before it was preempted.
     restarts_used: int = 0
     after_preemption: bool = False
+    spec_error: str = ""
     # How long its workers may wait to be placed: its cluster's (autoscaling
     # clusters need minutes to add a node).
     start_timeout: float = FIXED_START_TIMEOUT
@@ -135,18 +139,20 @@ def claim_attempts(
                 )
                 if cluster
                 else FIXED_START_TIMEOUT,
-                spec=job.spec,
+                spec=spec,
+                spec_error=spec_error,
                 created_at=attempt.created_at,
                 last_seen_at=attempt.last_seen_at,
                 job_started_at=job.started_at,
                 max_runtime_seconds=job.max_runtime_seconds,
                 progress_step=attempt.progress_step,
                 last_progress_at=attempt.last_progress_at,
-                stuck_after_seconds=_seconds(job.spec.get("stuck_after")),
+                stuck_after_seconds=spec.stuck_after_seconds if spec else None,
                 stop_requested_at=attempt.stop_requested_at,
                 **history.get(job.id, {}),
             )
             for attempt, job, cluster in rows
+            for spec, spec_error in [parse_stored_spec(job.spec)]
         ]
 
 
@@ -171,8 +177,12 @@ def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str,
     return history
 
 
-def _seconds(duration: str | None) -> int | None:
-    return parse_duration(duration) if duration else None
+def parse_stored_spec(document: dict[str, Any]) -> tuple[TrainSpec | FinetuneSpec | None, str]:
+    """A stored spec's typed form, or None and what is wrong with it."""
+    try:
+        return load_spec(document), ""
+    except SpecError as exc:
+        return None, str(exc)
 
 
 # --- applying -----------------------------------------------------------------------
@@ -276,13 +286,16 @@ def _after_attempt_ended(
     if not ran:
         move(JobStatus.QUEUED, f"back in the queue: {reason}", message)
         return
-    retries = job.spec.get("retries") or {}
+    # An attempt only runs once its spec parsed at launch; should the stored
+    # spec stop parsing later, the retry policy's defaults still apply.
+    typed, _ = parse_stored_spec(job.spec)
+    retries = typed.retries if typed else Retries()
     session.flush()
     spent = restarts_used_by(session, job.id)  # this attempt's failure included
     decision = after_failure(
-        max_restarts=int(retries.get("max_restarts", 0)),
+        max_restarts=retries.max_restarts,
         failures_so_far=spent.failed_attempts,
-        backoff_seconds=float(retries.get("backoff_seconds", 30)),
+        backoff_seconds=retries.backoff_seconds,
         in_place_restarts=spent.in_place,
     )
     if not decision.retry:
@@ -293,7 +306,7 @@ def _after_attempt_ended(
     job.next_attempt_at = (attempt.finished_at or attempt.created_at) + timedelta(
         seconds=decision.delay_seconds
     )
-    limit = int(retries.get("max_restarts", 0))
+    limit = retries.max_restarts
     move(
         JobStatus.RESTARTING,
         f"{reason}; restart {decision.restarts_used} of {limit} in "
