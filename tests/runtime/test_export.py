@@ -23,7 +23,7 @@ from tests.conftest import TORCH_EXTENSIONS_CACHE
 from tests.runtime.test_checkpointing import mlp_train_loop
 from trainplane.jobs.spec import parse_spec
 from trainplane.runtime.context import TrainContext
-from trainplane.runtime.export import ModelExportError, rebuilt, structure_of
+from trainplane.runtime.model_export import ModelExportError, rebuilt, structure_of
 from trainplane.storage import exported_models as layout
 from trainplane.storage.backends import open_storage
 

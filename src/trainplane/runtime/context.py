@@ -37,8 +37,8 @@ from trainplane.runtime.checkpointing import (
     read_trainer_state,
 )
 from trainplane.runtime.data import ResumableLoader
-from trainplane.runtime.export import ModelExport, ModelSaver
 from trainplane.runtime.gpu_figures import GpuFigures
+from trainplane.runtime.model_export import ModelExport, ModelSaver
 from trainplane.runtime.precision import set_matmul_precision, training_precision
 from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
 from trainplane.runtime.reporting import ProgressReporter
@@ -109,7 +109,7 @@ class TrainContext:
             log=self.log,
         )
         # With register_model, the trained model is exported for the control
-        # plane to register (see trainplane.runtime.export).
+        # plane to register (see trainplane.runtime.model_export).
         self._export = (
             ModelExport(
                 model_root,

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from trainplane.runtime.export import SavedModel, base_version
+from trainplane.runtime.model_export import SavedModel, base_version
 from trainplane.storage.exported_models import MLFLOW_FOLDER
 
 MERGED_FOLDER = "merged"
