@@ -10,7 +10,7 @@ import typer
 from trainplane.cli import jobs, plan, servers, submit
 from trainplane.cli.clusters import clusters_app, projects_app
 from trainplane.cli.common import State
-from trainplane.cli.models import models_app
+from trainplane.cli.registered_models import models_app
 from trainplane.cli.secrets import secrets_app
 from trainplane.cli.tokens import tokens_app
 from trainplane.sdk.credentials import token_for
