@@ -43,21 +43,40 @@ def signal_once_submitted(url: str, project: str, signum: signal.Signals) -> thr
     ending the wait, not the upload and submission before it (which take
     their time on a busy machine). Polls through a client of its own."""
 
+    def listed(client: Client) -> bool:
+        try:
+            return bool(list(client.jobs(project=project)))
+        except trainplane.TrainplaneError:  # a slow answer on a busy machine: ask again
+            return False
+
     def watch() -> None:
-        with Client(url, BOOTSTRAP_TOKEN) as client:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not list(client.jobs(project=project)):
-                time.sleep(0.1)
-        time.sleep(0.3)  # into the wait
-        signal.raise_signal(signum)
+        # The signal is sent whatever happens here: a watcher that died
+        # without sending it would leave the call waiting for the test timeout.
+        try:
+            with Client(url, BOOTSTRAP_TOKEN) as client:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not listed(client):
+                    time.sleep(0.1)
+            time.sleep(0.3)  # into the wait
+        finally:
+            signal.raise_signal(signum)
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
 
 
+@pytest.fixture
+def interruptible() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as in a notebook, whatever an earlier
+    test in this process did with the handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_an_interrupted_call_cancels_its_job(
-    user: Client, live_server, project: str, capsys: pytest.CaptureFixture[str]
+    user: Client, live_server, project: str, capsys: pytest.CaptureFixture[str], interruptible
 ) -> None:
     call = trainplane.distributed(gpus=1, project=project, client=user, progress=False)(sleeper)
     interrupter = signal_once_submitted(live_server.url, project, signal.SIGINT)
