@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests.factories import insert_jobs, job_attempts, make_cluster, small_spec
@@ -19,6 +20,8 @@ from trainplane.services.attempts import Applied, AttemptWork, Launched, Outcome
 from trainplane.services.placement import place_queued_jobs
 
 LOOP = LoopSettings(batch=1, threads=2, lease_seconds=30)
+
+pytestmark = pytest.mark.ray_free  # a real database, no cluster
 
 
 def _claim(session: Session, loop: LoopSettings) -> list[AttemptWork]:
