@@ -50,6 +50,17 @@ class InPlaceRestart(_Strict):
     )
     error: str = Field(default="", max_length=MAX_RESTART_ERROR, description="What failed.")
 
+    @property
+    def described(self) -> str:
+        """What happened, in the words of the attempt's log and the job's events."""
+        return RESTART_WORDS[self.kind]
+
+
+RESTART_WORDS = {
+    "worker_group": "worker group restarted in place",
+    "placement": "placement retried in place",
+}
+
 
 class ProgressReport(_Strict):
     step: Step | None = Field(

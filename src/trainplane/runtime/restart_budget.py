@@ -26,6 +26,7 @@ from ray.train.v2._internal.execution.controller.state import (
 )
 from ray.train.v2.api.exceptions import PreemptionError, WorkerGroupError
 
+from trainplane.jobs.progress import RESTART_WORDS
 from trainplane.runtime.reporting import report_restart
 
 RestartKind = Literal["worker_group", "placement"]
@@ -58,9 +59,8 @@ class RestartBudget(ControllerCallback):
             # instead of retrying (runtime.ray_train.failure_cause reads it).
             raise RestartBudgetSpent(cause)
         self.used += 1
-        what = "worker group restarted" if kind == "worker_group" else "placement retried"
         print(
-            f"trainplane: {what} in place ({self.used} of the {self.restarts_left} "
+            f"trainplane: {RESTART_WORDS[kind]} ({self.used} of the {self.restarts_left} "
             f"restart(s) this attempt may use): {cause}",
             flush=True,
         )

@@ -221,18 +221,13 @@ def _record_restarts(
     # Restarts used in all now, the last of these included.
     used = restarts_used_by(session, job_id).before_next_attempt
     for restart in new:
-        what = (
-            "worker group restarted in place"
-            if restart.kind == "worker_group"
-            else "placement retried in place"
-        )
         which = used - (count - restart.number)
         cause = f": {restart.error}" if restart.error else ""
         record_note(
             session,
             job_id,
             JobStatus(status),
-            reason=f"{what} (restart {which} of {budget}){cause}",
+            reason=f"{restart.described} (restart {which} of {budget}){cause}",
             actor=RUNTIME_ACTOR,
         )
 
