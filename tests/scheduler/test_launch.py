@@ -17,7 +17,7 @@ from trainplane.runtime import env as tp_env
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.scheduler.launch import LaunchError, launch_request, resuming_spec
 from trainplane.scheduler.steps import AdvanceContext, advance, is_stuck
-from trainplane.services.attempts import AttemptWork, Rejected, parse_stored_spec
+from trainplane.services.attempts import AttemptWork, Outcome, Rejected, parse_stored_spec
 from trainplane.services.file_access import FileAccess
 
 pytestmark = pytest.mark.ray_free
@@ -174,12 +174,14 @@ def test_a_scheduler_told_nothing_ships_no_folder_and_relative_ones_ship_nothing
     assert "working_dir" not in env.runtime_env
 
 
-def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path):
+def _launch_nowhere(tmp_path, **fields) -> Outcome:
+    """What advancing a pending attempt with ``fields`` comes to, with no
+    cluster answering: a refusal must come before any cluster is asked."""
     work = replace(
         _work(last_progress_at=None),
         status=AttemptStatus.PENDING,
-        spec=_with_working_dir("/etc"),
         cluster_address="http://127.0.0.1:9",  # nothing answers there
+        **fields,
     )
     context = AdvanceContext(
         control_plane_url=None,
@@ -188,7 +190,11 @@ def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path
         token_key=b"k" * 32,
         file_access=_access(tmp_path),
     )
-    outcome = advance(work, RayClusters(), utcnow(), context=context)
+    return advance(work, RayClusters(), utcnow(), context=context)
+
+
+def test_the_attempt_fails_naming_the_field_before_the_cluster_is_asked(tmp_path):
+    outcome = _launch_nowhere(tmp_path, spec=_with_working_dir("/etc"))
     assert isinstance(outcome, Rejected)
     assert outcome.message.startswith("entrypoint.working_dir: '/etc' names a folder on the server")
 
@@ -198,20 +204,6 @@ def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(t
     stored["resources"] = {**stored["resources"], "gpus_per_node": 3}  # 2 GPUs on 3 a node
     spec, spec_error = parse_stored_spec(stored)  # as the claim parses it
     assert spec is None
-    work = replace(
-        _work(last_progress_at=None),
-        status=AttemptStatus.PENDING,
-        spec=spec,
-        spec_error=spec_error,
-        cluster_address="http://127.0.0.1:9",  # nothing answers there
-    )
-    context = AdvanceContext(
-        control_plane_url=None,
-        checkpoint_storage=str(tmp_path / "ckpt"),
-        stuck_after_seconds=60,
-        token_key=b"k" * 32,
-        file_access=_access(tmp_path),
-    )
-    outcome = advance(work, RayClusters(), utcnow(), context=context)
+    outcome = _launch_nowhere(tmp_path, spec=spec, spec_error=spec_error)
     assert isinstance(outcome, Rejected)
     assert "resources: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message
