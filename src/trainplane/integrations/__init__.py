@@ -1,0 +1,1 @@
+"""Integrations of trainplane with training libraries (Hugging Face Transformers and TRL, Lightning)."""
