@@ -136,7 +136,7 @@ class Checkpointer:
                 reason=reason,
             )
             layout.write_manifest(self.storage, manifest)
-            self._apply_retention(step)
+            apply_retention(self.storage, self.policy, step)
             size = manifest.size_bytes / 1e6
             self.log(
                 f"trainplane: checkpoint step {step} saved ({len(published)} files, {size:.1f} MB, "
@@ -160,53 +160,14 @@ class Checkpointer:
                     return f"No space left on device at {where} ({free} bytes free; {described})"
         return described
 
-    def _apply_retention(self, newest: int) -> None:
-        assert self.storage is not None
-        folders = layout.scan(self.storage)
-        complete = [folder for folder in folders if folder.complete]
-        best = self.policy.keep_best
-        victims = layout.retention_victims(
-            complete,
-            keep_last=self.policy.keep_last,
-            **({"keep_best_metric": best.metric, "keep_best_mode": best.mode} if best else {}),
-        )
-        # Unfinished saves older than this one can never complete now.
-        victims += [f for f in folders if not f.complete and f.step < newest]
-        for folder in victims:
-            layout.remove(self.storage, folder.name)
-
     # --- resume -----------------------------------------------------------------
     def find_resume_point(self) -> tuple[str, str] | None:
         """(storage URI, folder name) to resume from, decided by rank 0 and
         shared with every rank. Rank 0 also clears unfinished saves."""
         choice: tuple[str, str] | None = None
         if self.rank == 0:
-            choice = self._choose()
+            choice = choose_resume_point(self.policy, self.storage, self.log)
         return broadcast(choice)
-
-    def _choose(self) -> tuple[str, str] | None:
-        if self.policy.resume == "never":
-            return None
-        if self.storage is not None:
-            folders = layout.scan(self.storage)
-            for folder in folders:
-                if not folder.complete:
-                    self.log(f"trainplane: removing unfinished checkpoint {folder.name}")
-                    layout.remove(self.storage, folder.name)
-            complete = [folder for folder in folders if folder.complete]
-            if complete:
-                return self.storage.uri, complete[-1].name
-        if self.policy.resume not in ("auto", "never"):
-            # A checkpoint of another job (or an earlier run) to start from.
-            parent, _, name = self.policy.resume.rstrip("/").rpartition("/")
-            storage = open_storage(parent)
-            found = layout.inspect(storage, name)
-            if found is None or not found.complete:
-                raise StorageError(
-                    f"checkpoint.resume {self.policy.resume} is not a complete checkpoint"
-                )
-            return storage.uri, name
-        return None
 
     def open_for_reading(self, storage_uri: str, name: str) -> tuple[Path, layout.Manifest]:
         """A local folder with every rank's files of the checkpoint."""
@@ -225,6 +186,53 @@ class Checkpointer:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def apply_retention(storage: Storage, policy: Checkpoint, newest: int) -> None:
+    """Removes the complete checkpoints ``policy`` no longer keeps, and the
+    unfinished saves older than ``newest`` (the step just saved): those can
+    never complete now. For train functions and scripts alike."""
+    folders = layout.scan(storage)
+    complete = [folder for folder in folders if folder.complete]
+    best = policy.keep_best
+    victims = layout.retention_victims(
+        complete,
+        keep_last=policy.keep_last,
+        **({"keep_best_metric": best.metric, "keep_best_mode": best.mode} if best else {}),
+    )
+    victims += [f for f in folders if not f.complete and f.step < newest]
+    for folder in victims:
+        layout.remove(storage, folder.name)
+
+
+def choose_resume_point(
+    policy: Checkpoint, storage: Storage | None, log: Callable[[str], None] = print
+) -> tuple[str, str] | None:
+    """(storage URI, folder name) of the checkpoint an attempt resumes from,
+    by ``policy.resume``: the latest complete one of the job's own ``storage``,
+    else the complete checkpoint ``resume`` names; None to start fresh.
+    Unfinished folders of ``storage`` are removed on the way. Called once per
+    attempt (rank 0 of a train function, the driver of a script)."""
+    if policy.resume == "never":
+        return None
+    if storage is not None:
+        folders = layout.scan(storage)
+        for folder in folders:
+            if not folder.complete:
+                log(f"trainplane: removing unfinished checkpoint {folder.name}")
+                layout.remove(storage, folder.name)
+        complete = [folder for folder in folders if folder.complete]
+        if complete:
+            return storage.uri, complete[-1].name
+    if policy.resume not in ("auto", "never"):
+        # A checkpoint of another job (or an earlier run) to start from.
+        parent, _, name = policy.resume.rstrip("/").rpartition("/")
+        other = open_storage(parent)
+        found = layout.inspect(other, name)
+        if found is None or not found.complete:
+            raise StorageError(f"checkpoint.resume {policy.resume} is not a complete checkpoint")
+        return other.uri, name
+    return None
 
 
 def numeric(metrics: dict[str, Any]) -> dict[str, float]:
