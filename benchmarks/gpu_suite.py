@@ -119,8 +119,8 @@ def run_attempt(setup: Setup, name: str, spec_doc: dict, cwd: Path) -> tuple[dic
         **os.environ,
         "TRAINPLANE_SPEC": json.dumps(spec),
         "TRAINPLANE_ACCELERATOR": setup.accelerator,
-        "TRAINPLANE_CHECKPOINT_DIR": str(folder / "checkpoints"),
-        "TRAINPLANE_MODEL_DIR": str(folder / "model"),
+        "TRAINPLANE_CHECKPOINT_URI": str(folder / "checkpoints"),
+        "TRAINPLANE_MODEL_URI": str(folder / "model"),
         "TRAINPLANE_METRICS_FILE": str(folder / "metrics.jsonl"),
         "PYTHONPATH": os.pathsep.join(
             filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])

@@ -255,7 +255,7 @@ def test_two_ranks_export_what_the_sharded_model_computes(strategy: dict[str, An
     env = {
         **os.environ,
         "TRAINPLANE_SPEC": json.dumps(spec),
-        "TRAINPLANE_MODEL_DIR": str(root),
+        "TRAINPLANE_MODEL_URI": str(root),
         "TRAINPLANE_DEVICE": "cpu",
         "TORCH_EXTENSIONS_DIR": str(TORCH_EXTENSIONS_CACHE),
         "OMP_NUM_THREADS": "1",

@@ -99,7 +99,7 @@ def test_ray_train_workers_hand_their_ranks_the_nodes_gpus_without_a_process_gro
     env = {
         **os.environ,
         "RAY_ADDRESS": f"127.0.0.1:{gpu_head.gcs_port}",
-        "TRAINPLANE_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        "TRAINPLANE_CHECKPOINT_URI": str(tmp_path / "checkpoints"),
     }
     run = subprocess.run(
         [sys.executable, str(PROBE), str(GPUS), str(out)],

@@ -101,7 +101,7 @@ def test_two_ranks_build_only_their_share_train_in_bf16_and_export_fp32(tmp_path
     env = {
         **os.environ,
         "TRAINPLANE_SPEC": json.dumps(spec),
-        "TRAINPLANE_MODEL_DIR": str(tmp_path / "model"),
+        "TRAINPLANE_MODEL_URI": str(tmp_path / "model"),
         "TRAINPLANE_DEVICE": "cpu",
         "TORCH_EXTENSIONS_DIR": str(TORCH_EXTENSIONS_CACHE),
         "OMP_NUM_THREADS": "1",

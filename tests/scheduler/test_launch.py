@@ -51,8 +51,8 @@ def _env(spec, restarts_used=0, *, start_timeout=FIXED_START_TIMEOUT):
 def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
     env = _env(_spec())
     assert env[tp_env.ATTEMPT_TOKEN] == "t" * 64
-    assert env[tp_env.CHECKPOINT_DIR] == "/ckpt/default/job-1/checkpoints"
-    assert env[tp_env.MODEL_DIR] == "/ckpt/default/job-1/model"
+    assert env[tp_env.CHECKPOINT_URI] == "/ckpt/default/job-1/checkpoints"
+    assert env[tp_env.MODEL_URI] == "/ckpt/default/job-1/model"
     assert env[tp_env.CONTROL_PLANE_URL] == "http://tp:8080"
     assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
 

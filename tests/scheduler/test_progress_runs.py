@@ -29,7 +29,7 @@ request = urllib.request.Request(url, data=body, headers={
 })
 status = urllib.request.urlopen(request, timeout=10).status
 print("reported", status, "restarts left", e["TRAINPLANE_RESTARTS_LEFT"],
-      "checkpoints", e["TRAINPLANE_CHECKPOINT_DIR"], flush=True)
+      "checkpoints", e["TRAINPLANE_CHECKPOINT_URI"], flush=True)
 time.sleep(600)
 """
 

@@ -184,7 +184,7 @@ def run_function(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, secrets: dict[
         print(f"{tp_env.TRAINING_FAILED}{failure_cause(exc)}", flush=True)
         return EXIT_TRAINING_FAILED
     if workers > 1 and checkpointed_for_preemption(
-        os.environ.get(tp_env.CHECKPOINT_DIR), os.environ.get(tp_env.ATTEMPT_ID)
+        os.environ.get(tp_env.CHECKPOINT_URI), os.environ.get(tp_env.ATTEMPT_ID)
     ):
         return _stopped_for_preemption()
     print("trainplane: training finished", flush=True)

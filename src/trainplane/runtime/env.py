@@ -10,8 +10,8 @@ ATTEMPT_ID = "TRAINPLANE_ATTEMPT_ID"
 ACCELERATOR = "TRAINPLANE_ACCELERATOR"  # the cluster's accelerator: cpu, H100, ...
 CONTROL_PLANE_URL = "TRAINPLANE_URL"
 ATTEMPT_TOKEN = "TRAINPLANE_ATTEMPT_TOKEN"  # authenticates this attempt's progress reports
-CHECKPOINT_DIR = "TRAINPLANE_CHECKPOINT_DIR"  # <storage>/<project>/<job-id>/checkpoints
-MODEL_DIR = "TRAINPLANE_MODEL_DIR"  # <storage>/<project>/<job-id>/model, for register_model
+CHECKPOINT_URI = "TRAINPLANE_CHECKPOINT_URI"  # <storage>/<project>/<job-id>/checkpoints
+MODEL_URI = "TRAINPLANE_MODEL_URI"  # <storage>/<project>/<job-id>/model, for register_model
 RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt may use
 # Set by the attempt's entrypoint: the pid of Ray's job supervisor, the
 # driver's parent (the driver ends itself when that parent is gone).
@@ -25,6 +25,14 @@ DEVICE = "TRAINPLANE_DEVICE"  # cpu or cuda
 # Where a rank process that fails writes one line saying why, for the Ray
 # Train worker supervising it to raise with (the job's reason shows it).
 ERROR_FILE = "TRAINPLANE_ERROR_FILE"
+
+# Public: set on every rank process of a script or command job, local
+# folders on the rank's node (DESIGN.md, "Scripts and trainers").
+CHECKPOINT_DIR = "TRAINPLANE_CHECKPOINT_DIR"  # <scratch>/checkpoints, shared by the node's ranks
+RESUME_FROM = "TRAINPLANE_RESUME_FROM"  # the checkpoint to resume from; unset on a fresh start
+MODEL_DIR = "TRAINPLANE_MODEL_DIR"  # <scratch>/model, where rank 0 saves the final model
+SYNC_DIR = "TRAINPLANE_SYNC_DIR"  # <scratch>/.sync, markers of the checkpoint publication
+NODES = "TRAINPLANE_NODES"  # how many nodes the gang spans (GROUP_RANK is 0..NODES-1)
 
 # The driver's last line when training fails, followed by the cause; the
 # control plane makes it the failed job's reason.

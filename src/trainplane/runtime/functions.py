@@ -70,8 +70,8 @@ def run_rank(
         device=device,
         job_id=os.environ.get(tp_env.JOB_ID),
         attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
-        checkpoint_root=os.environ.get(tp_env.CHECKPOINT_DIR),
-        model_root=os.environ.get(tp_env.MODEL_DIR),
+        checkpoint_root=os.environ.get(tp_env.CHECKPOINT_URI),
+        model_root=os.environ.get(tp_env.MODEL_URI),
         reporter=reporter,
         # The same on every rank: the control plane answers reports only
         # when there is one to report to.

@@ -204,7 +204,7 @@ def ray_train_trainer(
         per_worker["GPU"] = 1.0
     attempt = os.environ.get(tp_env.ATTEMPT_ID, "local")
     storage_path, storage_filesystem = ray_train_storage(
-        os.environ.get(tp_env.CHECKPOINT_DIR)
+        os.environ.get(tp_env.CHECKPOINT_URI)
         or os.path.join(tempfile.gettempdir(), "trainplane-ray-train", "checkpoints")
     )
     return DataParallelTrainer(

@@ -66,8 +66,8 @@ def launch_request(
         tp_env.ATTEMPT_ID: attempt_id,
         tp_env.ACCELERATOR: accelerator,
         tp_env.ATTEMPT_TOKEN: attempt_token,
-        tp_env.CHECKPOINT_DIR: checkpoint_dir,
-        tp_env.MODEL_DIR: model_dir,
+        tp_env.CHECKPOINT_URI: checkpoint_dir,
+        tp_env.MODEL_URI: model_dir,
         tp_env.RESTARTS_LEFT: str(restarts_left(spec, restarts_used)),
         # Worker output reaches the job log without terminal colour codes,
         # and every rank's line reaches it: Ray would otherwise fold lines
