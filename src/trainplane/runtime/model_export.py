@@ -114,6 +114,53 @@ def base_version(version: str) -> str:
     return version.split("+", 1)[0]
 
 
+@dataclass(frozen=True)
+class ModelOrigin:
+    """Where an exported model comes from, for its manifest."""
+
+    strategy: str
+    world_size: int
+    job_id: str | None
+    attempt_id: str | None
+
+
+def publish_model(
+    root: str,
+    save: Callable[[Path], SavedModel],
+    *,
+    step: int,
+    metrics: dict[str, float],
+    origin: ModelOrigin,
+    log: Callable[[str], None] = print,
+) -> layout.ModelManifest:
+    """``save`` the model into a staging folder, replace the export at
+    ``root`` with it, and write its manifest last (storage.exported_models)."""
+    storage = open_storage(root)
+    with files.staging_folder(storage, "", "export") as staging:
+        saved = save(staging)
+        layout.clear(storage)
+        entries = files.publish(storage, staging, "")
+    manifest = layout.ModelManifest(
+        flavor=saved.flavor,
+        serialization=saved.serialization,
+        extras=saved.extras,
+        step=step,
+        metrics=metrics,
+        strategy=origin.strategy,
+        world_size=origin.world_size,
+        files=[FileEntry(**entry) for entry in entries],
+        job_id=origin.job_id,
+        attempt_id=origin.attempt_id,
+    )
+    layout.write_manifest(storage, manifest)
+    size = manifest.size_bytes / 1e6
+    log(
+        f"trainplane: model exported for registration ({saved.flavor}, "
+        f"{saved.serialization}, {size:.1f} MB) to {root}"
+    )
+    return manifest
+
+
 class ModelExport:
     """One per TrainContext; ``export`` is collective."""
 
@@ -185,29 +232,14 @@ class ModelExport:
             raise ModelExportError(self.problem)
         assert self.structure is not None and state is not None
         model = rebuilt(self.structure, state)
-        storage = open_storage(self.root)
-        with files.staging_folder(storage, "", "export") as staging:
-            saved = self.saver(model, staging)
-            layout.clear(storage)
-            entries = files.publish(storage, staging, "")
-        manifest = layout.ModelManifest(
-            flavor=saved.flavor,
-            serialization=saved.serialization,
-            extras=saved.extras,
+        origin = ModelOrigin(self.strategy, self.world_size, self.job_id, self.attempt_id)
+        publish_model(
+            self.root,
+            lambda staging: self.saver(model, staging),
             step=step,
             metrics=metrics,
-            strategy=self.strategy,
-            world_size=self.world_size,
-            files=[FileEntry(**entry) for entry in entries],
-            job_id=self.job_id,
-            attempt_id=self.attempt_id,
-        )
-        layout.write_manifest(storage, manifest)
-        size = manifest.size_bytes / 1e6
-        self.log(
-            f"trainplane: model exported for registration ({saved.flavor}, "
-            f"{saved.serialization}, {size:.1f} MB) "
-            f"to {self.root}"
+            origin=origin,
+            log=self.log,
         )
 
     def _save_pytorch(self, model: torch.nn.Module, folder: Path) -> SavedModel:
