@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,3 +70,32 @@ def test_train_context_is_importable_from_the_package():
         "assert trainplane.TrainContext is TrainContext"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_installed_versions_lie_in_the_declared_ranges():
+    """The tests run on constraints.txt's pins; a pin outside what
+    pyproject.toml declares (the trl and lightning extras above all) would
+    mean the declared range is not the one CI tests."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {"trl", "lightning"} <= extras.keys()
+    declared = [*project["dependencies"], *(line for group in extras.values() for line in group)]
+    outside = []
+    for line in declared:
+        requirement = Requirement(line)
+        if canonicalize_name(requirement.name) == "trainplane":
+            continue  # dev names the other extras
+        installed = metadata.version(requirement.name)
+        if not requirement.specifier.contains(installed, prereleases=True):
+            outside.append(f"{requirement.name} {installed} is not {requirement.specifier}")
+    assert not outside, outside
+
+
+def test_dev_installs_the_trainer_extras():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (self_reference,) = [
+        Requirement(line)
+        for line in project["optional-dependencies"]["dev"]
+        if Requirement(line).name == "trainplane"
+    ]
+    assert {"trl", "lightning", "runtime"} <= self_reference.extras
