@@ -21,7 +21,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -59,6 +59,7 @@ class ProgressReporter:
         token: str | None,
         metrics_file: str | None = None,
         send_every: float = SEND_EVERY_SECONDS,
+        on_stop: Callable[[str], None] | None = None,
     ) -> None:
         self.endpoint = progress_endpoint(url, job_id, attempt_id, token)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -73,6 +74,7 @@ class ProgressReporter:
         self.revoked = False
         # Set when the control plane asks the attempt to checkpoint and stop.
         self.stop_reason: str | None = None
+        self.on_stop = on_stop  # called (on the sending thread) with the reason, once
         self.failures = 0
         self.last_sent = 0.0
         self.retry_at = 0.0  # a 429 asked to wait until then (time.monotonic())
@@ -162,7 +164,7 @@ class ProgressReporter:
             return
         if answer is not None and answer.status_code == 429:
             # Reporting too often: wait as asked, keep the points, never fail the run.
-            self.retry_at = time.monotonic() + _retry_after(answer)
+            self.retry_at = time.monotonic() + retry_after(answer)
         if answer is None or answer.status_code >= 500 or answer.status_code == 429:
             self.failures += 1
             with self.lock:
@@ -180,19 +182,27 @@ class ProgressReporter:
             )
 
     def _read_answer(self, answer: httpx.Response) -> None:
-        try:
-            stop = (answer.json() or {}).get("stop")
-        except (ValueError, AttributeError):
-            return
-        if isinstance(stop, dict) and stop.get("reason") and self.stop_reason is None:
-            self.stop_reason = str(stop["reason"])
+        reason = stop_reason_of(answer)
+        if reason is not None and self.stop_reason is None:
+            self.stop_reason = reason
             print(
                 f"trainplane: the control plane asks this attempt to stop ({self.stop_reason})",
                 flush=True,
             )
+            if self.on_stop is not None:
+                self.on_stop(reason)
 
 
-def _retry_after(answer: httpx.Response) -> float:
+def stop_reason_of(answer: httpx.Response) -> str | None:
+    """The reason of the stop a progress answer asks for, if it asks for one."""
+    try:
+        stop = (answer.json() or {}).get("stop")
+    except (ValueError, AttributeError):
+        return None
+    return str(stop["reason"]) if isinstance(stop, dict) and stop.get("reason") else None
+
+
+def retry_after(answer: httpx.Response) -> float:
     try:
         return min(max(float(answer.headers.get("Retry-After", "")), 0.0), HEARTBEAT_SECONDS)
     except ValueError:
@@ -243,6 +253,6 @@ def report_restart(
                 )
                 return False
             if attempt < tries:
-                time.sleep(_retry_after(answer) if answer is not None and busy else attempt)
+                time.sleep(retry_after(answer) if answer is not None and busy else attempt)
     print("trainplane: the control plane did not hear of a restart in place", flush=True)
     return False
