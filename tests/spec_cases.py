@@ -163,9 +163,15 @@ INVALID_SPECS: list[tuple[str, dict[str, Any], str]] = [
         "register_model.name",
     ),
     (
-        "register_model for a script",
-        train_spec(entrypoint={"script": "train.py"}),
-        "entrypoint",
+        "script with flags in it",
+        train_spec(entrypoint={"script": "train.py --lr 0.1"}),
+        "entrypoint.script",
+    ),
+    ("script that is a flag", train_spec(entrypoint={"script": "-m"}), "entrypoint.script"),
+    (
+        "script arg that cannot be a flag",
+        train_spec(entrypoint={"script": "train.py", "args": {"learning rate": 0.1}}),
+        "entrypoint.args.learning rate",
     ),
     (
         "register_model alias reserved by MLflow",

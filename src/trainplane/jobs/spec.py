@@ -148,19 +148,6 @@ class TrainSpec(_JobCommon):
     entrypoint: Entrypoint
     optimization: Optimization = Field(default_factory=Optimization)
 
-    @field_validator("entrypoint")
-    @classmethod
-    def _registrable(cls, value: Entrypoint, info: ValidationInfo) -> Entrypoint:
-        # register_model comes before entrypoint, so it is validated already.
-        if info.data.get("register_model") is not None and value.function is None:
-            raise PydanticCustomError(
-                "register_model_needs_function",
-                "register_model needs entrypoint.function: trainplane registers the model "
-                "a train function prepared with ctx.prepare(); a script or command's model "
-                "cannot be registered",
-            )
-        return value
-
 
 # --- fine-tune recipe -----------------------------------------------------------
 

@@ -12,8 +12,15 @@ import re
 from enum import IntEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from trainplane.code_bundles import DIGEST_PATTERN
 from trainplane.jobs.environment import (
@@ -33,15 +40,25 @@ from trainplane.jobs.spec_fields import (
 )
 
 _FUNCTION_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# An entrypoint.args key of a script or command becomes the flag --<key>.
+_FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
 class Entrypoint(Strict):
     function: str | None = Field(
         default=None, description="`module:function` taking a TrainContext."
     )
-    script: NonEmptyStr | None = Field(default=None, description="Python script run per worker.")
+    script: NonEmptyStr | None = Field(
+        default=None,
+        description="Python script run per worker: one file path, run as `python <script>`.",
+    )
     command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
-    args: JsonObject = Field(default_factory=dict)
+    args: JsonObject = Field(
+        default_factory=dict,
+        description="For a script or command: appended to its argv as `--key value` flags "
+        "(strings and numbers as written, booleans as true/false, lists and objects as "
+        "JSON, null: no flag), as argparse and HfArgumentParser read them.",
+    )
     working_dir: NonEmptyStr = "."
     code: str | None = Field(
         default=None,
@@ -67,6 +84,45 @@ class Entrypoint(Strict):
         if value is not None and not _FUNCTION_REF.fullmatch(value):
             raise PydanticCustomError(
                 "function_ref", "'{value}' must look like module.path:function", {"value": value}
+            )
+        return value
+
+    @field_validator("script")
+    @classmethod
+    def _one_path(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("-") or any(c.isspace() for c in value)):
+            raise PydanticCustomError(
+                "script_path",
+                "'{value}' is not one file path; put flags in entrypoint.args or use "
+                "entrypoint.command",
+                {"value": value},
+            )
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args_are_flags(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # function, script and command come before args, so they are validated already.
+        if info.data.get("script") is None and info.data.get("command") is None:
+            return value  # a function's keyword arguments
+        bad = [key for key in value if not _FLAG_NAME.fullmatch(key)]
+        if bad:
+            # One error per key, each at entrypoint.args.<key>.
+            raise ValidationError.from_exception_data(
+                "args",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "flag_name",
+                            "'{key}' cannot be a command-line flag (--{key}): use letters, "
+                            "digits, _ . - and start with a letter",
+                            {"key": key},
+                        ),
+                        loc=(key,),
+                        input=key,
+                    )
+                    for key in bad
+                ],
             )
         return value
 

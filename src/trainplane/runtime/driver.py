@@ -12,41 +12,28 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 import traceback
 
-from trainplane.jobs.entrypoints import entrypoint_of, function_of
-from trainplane.jobs.spec import Entrypoint, FinetuneSpec, TrainSpec, load_spec
+from trainplane.jobs.entrypoints import command_of, entrypoint_of, function_of
+from trainplane.jobs.spec import FinetuneSpec, TrainSpec, load_spec
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
-from trainplane.runtime.processes import (
-    EXIT_ORPHANED,
-    OrphanWatch,
-    die_with_parent,
-    forward_output,
-)
+from trainplane.runtime.processes import EXIT_ORPHANED, OrphanWatch
 from trainplane.runtime.ray_train import failure_cause
+from trainplane.runtime.script_ranks import RankPlan, run_rank
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
+from trainplane.storage.backends import StorageError, join, open_storage
+from trainplane.storage.checkpoints import folder_step
 
 # The driver's own failures, distinct from a user command's exit code.
 EXIT_BAD_SPEC = 64
 EXIT_UNSUPPORTED = 65
 EXIT_TRAINING_FAILED = 1
 LOG_GRACE_SECONDS = 1.0
-
-
-def command_of(entrypoint: Entrypoint | None) -> list[str] | None:
-    if entrypoint is None:
-        return None
-    if entrypoint.command:
-        return list(entrypoint.command)
-    if entrypoint.script:
-        return ["python", entrypoint.script]
-    return None
 
 
 def main() -> int:
@@ -94,13 +81,18 @@ def main() -> int:
     }
     if not on_gpu:
         common_env["OMP_NUM_THREADS"] = str(max(1, int(resources.cpus_per_worker)))
+    try:
+        plan = script_plan(spec)
+    except StorageError as exc:
+        print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
+        return EXIT_TRAINING_FAILED
     if shape.workers == 1:
         # The driver was given the one worker's resources: run it right here,
         # without starting Ray in this process.
         print(f"trainplane: starting 1 {'GPU' if on_gpu else 'CPU'} worker ({backend})", flush=True)
-        code = run_inline(argv, common_env, secrets)
+        code = run_inline(argv, common_env, secrets, plan)
         print(f"trainplane: worker finished with exit code {code}", flush=True)
-        return code
+        return _script_outcome(code)
 
     import ray
 
@@ -117,7 +109,7 @@ def main() -> int:
     watch.add_cleanup(group.stop)
     try:
         group.start()
-        code = group.run(argv, common_env)
+        code = group.run(argv, common_env, plan)
     except PlacementTimeout as exc:
         print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
         return EXIT_TRAINING_FAILED
@@ -126,6 +118,38 @@ def main() -> int:
     # Worker output reaches this log through Ray's log monitor, a moment behind.
     time.sleep(LOG_GRACE_SECONDS)
     print(f"trainplane: workers finished with exit code {code}", flush=True)
+    return _script_outcome(code)
+
+
+def script_plan(spec: TrainSpec | FinetuneSpec) -> RankPlan:
+    """What every rank of a script's attempt shares, decided here once: the
+    checkpoint it resumes from (checkpoint.resume; StorageError when the one
+    it names is not complete)."""
+    from trainplane.runtime.checkpointing import choose_resume_point
+
+    root = os.environ.get(tp_env.CHECKPOINT_URI)
+    storage = open_storage(root) if root else None
+    chosen = choose_resume_point(spec.checkpoint, storage)
+    resume = join(*chosen) if chosen else None
+    if chosen:
+        step = folder_step(chosen[1])
+        print(f"trainplane: resuming from checkpoint step {step} ({resume})", flush=True)
+    return RankPlan(
+        # By hand, without an attempt: a name of this run's own.
+        attempt_id=os.environ.get(tp_env.ATTEMPT_ID) or f"run-{os.getpid()}",
+        nodes=1,
+        resume=resume,
+        register_model=spec.register_model is not None,
+    )
+
+
+def _script_outcome(code: int) -> int:
+    """A script that saved because it was asked to stop, then exited 0,
+    was preempted: its attempt ends so, and the next one resumes."""
+    if code == 0 and checkpointed_for_preemption(
+        os.environ.get(tp_env.CHECKPOINT_URI), os.environ.get(tp_env.ATTEMPT_ID)
+    ):
+        return _stopped_for_preemption()
     return code
 
 
@@ -196,7 +220,9 @@ def _stopped_for_preemption() -> int:
     return EXIT_PREEMPTED
 
 
-def run_inline(argv: list[str], common_env: dict[str, str], secrets: dict[str, str]) -> int:
+def run_inline(
+    argv: list[str], common_env: dict[str, str], secrets: dict[str, str], plan: RankPlan
+) -> int:
     env = {
         **os.environ,
         **common_env,
@@ -210,17 +236,8 @@ def run_inline(argv: list[str], common_env: dict[str, str], secrets: dict[str, s
             master_addr="127.0.0.1",
             master_port=free_port(),
         ),
-        "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen(
-        argv,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
-    )
-    forward_output(process, rank=0)
-    return process.wait()
+    return run_rank(argv, env, rank=0, plan=plan)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@ RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt
 # Set by the attempt's entrypoint: the pid of Ray's job supervisor, the
 # driver's parent (the driver ends itself when that parent is gone).
 SUPERVISOR_PID = "TRAINPLANE_SUPERVISOR_PID"
+# Set by a script job's driver for its ranks' supervisors: the URI of the
+# complete checkpoint (<storage>/step-<N>) the attempt resumes from.
+RESUME_POINT = "TRAINPLANE_RESUME_POINT"
 # Optional, for runs without a control plane: rank 0 appends its metrics here.
 METRICS_FILE = "TRAINPLANE_METRICS_FILE"
 

@@ -1,16 +1,17 @@
 """A gang of Ray actors, one per rank, placed together with a placement group.
 
 Each actor runs the job's command as a child process with torchrun's
-environment and forwards its output line by line, tagged with the rank, to the
-driver's log (Ray sends actor output to the job driver).
+environment and its node's folders (runtime.script_ranks), and forwards its
+output line by line, tagged with the rank, to the driver's log (Ray sends
+actor output to the job driver).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -28,7 +29,7 @@ from trainplane.runtime.devices import (
     visible_devices_env,
 )
 from trainplane.runtime.gang import GangShape
-from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.script_ranks import RankPlan, run_rank
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 from trainplane.runtime.start_timeout import placement_timeout_message
 
@@ -45,9 +46,6 @@ class RankWorker:
     """Runs one rank's process. Ray gives a GPU actor its own GPU alone; the
     process sees its node's gang GPUs instead (runtime.devices)."""
 
-    def __init__(self) -> None:
-        self.process: subprocess.Popen[bytes] | None = None
-
     def node(self) -> tuple[str, str, tuple[str, ...]]:
         """This rank's node, its address, and the GPUs Ray gave this actor."""
         return (
@@ -59,7 +57,7 @@ class RankWorker:
     def free_port(self) -> int:
         return free_port("")
 
-    def run(self, argv: list[str], extra_env: dict[str, str], rank: int) -> int:
+    def run(self, argv: list[str], extra_env: dict[str, str], rank: int, plan: RankPlan) -> int:
         try:
             # Fetched here, not sent by the driver: secrets never pass through Ray.
             # This actor's process is handed the spec as the driver was.
@@ -68,16 +66,7 @@ class RankWorker:
         except SecretsUnavailable as exc:
             print(f"{tp_env.TRAINING_FAILED}rank {rank}: {exc}", flush=True)
             return EXIT_NO_SECRETS
-        child_env = {**os.environ, **extra_env, **secrets, "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            argv,
-            env=child_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        forward_output(self.process, rank=rank)
-        return self.process.wait()
+        return run_rank(argv, {**os.environ, **extra_env, **secrets}, rank=rank, plan=plan)
 
 
 class WorkerGroup:
@@ -110,7 +99,7 @@ class WorkerGroup:
                 ).remote()
             )
 
-    def run(self, argv: list[str], common_env: dict[str, str]) -> int:
+    def run(self, argv: list[str], common_env: dict[str, str], plan: RankPlan) -> int:
         """Run ``argv`` on every rank; the first non-zero exit code ends the gang."""
         actors = list(self.actors)  # stop() may empty self.actors meanwhile
         nodes = ray.get([actor.node.remote() for actor in actors])
@@ -124,6 +113,7 @@ class WorkerGroup:
         actors = [actors[r] for r in order]
         nodes = [nodes[r] for r in order]
         master_addr = nodes[0][1]
+        plan = replace(plan, nodes=len(node_order))
         master_port = ray.get(actors[0].free_port.remote())
         ranks_on_node = {
             node_id: [r for r, n in enumerate(nodes) if n[0] == node_id] for node_id in node_order
@@ -151,7 +141,7 @@ class WorkerGroup:
                 )
                 | visible_devices_env(devices[rank])
             )
-            pending[actor.run.remote(argv, env, rank)] = rank
+            pending[actor.run.remote(argv, env, rank, plan)] = rank
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             rank = pending.pop(done[0])
