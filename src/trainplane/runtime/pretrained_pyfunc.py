@@ -37,7 +37,8 @@ class PretrainedModel(mlflow.pyfunc.PythonModel):
         self.model = model_class.from_pretrained(folder, use_safetensors=True).eval()
         self.causal = architecture.endswith(CAUSAL_SUFFIXES)
 
-    def predict(self, context: Any, model_input: Any, params: dict[str, Any] | None = None) -> list:
+    # No type hints: MLflow would take them for the model's input schema.
+    def predict(self, context, model_input, params=None):
         answers = []
         with torch.no_grad():
             for row in _rows(model_input):

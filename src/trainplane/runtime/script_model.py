@@ -180,6 +180,11 @@ def final_report(sync_dir: str | None) -> tuple[int, dict[str, float]]:
     return (step if isinstance(step, int) and step >= 0 else 0), metrics
 
 
+def _one_line(exc: Exception) -> str:
+    """The reason on one line (a YAML error spans several), at most 500 characters."""
+    return " ".join(str(exc).split())[:500]
+
+
 def main() -> int:
     try:
         model_dir = os.environ.get(tp_env.MODEL_DIR)
@@ -199,13 +204,12 @@ def main() -> int:
         step, metrics = final_report(os.environ.get(tp_env.SYNC_DIR))
         export_script_model(Path(model_dir), model_uri, step=step, metrics=metrics, origin=origin)
     except ModelFolderError as exc:
-        print(f"{tp_env.TRAINING_FAILED}{exc}", flush=True)
+        print(f"{tp_env.TRAINING_FAILED}{_one_line(exc)}", flush=True)
         return 1
-    except Exception as exc:  # whatever MLflow or the storage raised, in one line
-        reason = (str(exc).strip().splitlines() or [""])[0][:500]
+    except Exception as exc:  # whatever MLflow or the storage raised
         print(
             f"{tp_env.TRAINING_FAILED}the model in {tp_env.MODEL_DIR} was not exported: "
-            f"{type(exc).__name__}: {reason}",
+            f"{type(exc).__name__}: {_one_line(exc)}",
             flush=True,
         )
         return 1
