@@ -136,7 +136,7 @@ class Checkpointer:
                 reason=reason,
             )
             layout.write_manifest(self.storage, manifest)
-            apply_retention(self.storage, self.policy, step)
+            layout.apply_retention(self.storage, self.policy, step)
             size = manifest.size_bytes / 1e6
             self.log(
                 f"trainplane: checkpoint step {step} saved ({len(published)} files, {size:.1f} MB, "
@@ -186,23 +186,6 @@ class Checkpointer:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
-
-
-def apply_retention(storage: Storage, policy: Checkpoint, newest: int) -> None:
-    """Removes the complete checkpoints ``policy`` no longer keeps, and the
-    unfinished saves older than ``newest`` (the step just saved): those can
-    never complete now. For train functions and scripts alike."""
-    folders = layout.scan(storage)
-    complete = [folder for folder in folders if folder.complete]
-    best = policy.keep_best
-    victims = layout.retention_victims(
-        complete,
-        keep_last=policy.keep_last,
-        **({"keep_best_metric": best.metric, "keep_best_mode": best.mode} if best else {}),
-    )
-    victims += [f for f in folders if not f.complete and f.step < newest]
-    for folder in victims:
-        layout.remove(storage, folder.name)
 
 
 def choose_resume_point(

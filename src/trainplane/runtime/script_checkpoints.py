@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from trainplane.jobs.spec import Checkpoint
-from trainplane.runtime.checkpointing import apply_retention
 from trainplane.storage import checkpoints as layout
 from trainplane.storage import files
 from trainplane.storage.backends import Storage, StorageError, join
@@ -110,8 +109,6 @@ class Publisher:
         sync = self.sync_dir / (name if round_ == 1 else f"{name}.{round_}")
         sync.mkdir(parents=True, exist_ok=True)
         me = self.placement
-        if me.rank == 0:
-            self._drop_stale_manifest(name)
         _write_marker(sync / f"rank-{me.rank}", str(me.local_rank))
         if me.local_rank == 0:
             self._publish_node(step, round_, sync, folder, empty_after=empty_after)
@@ -132,6 +129,8 @@ class Publisher:
             "node": self.placement.node,
         }
         try:
+            if self.placement.rank == 0:
+                self._drop_stale_manifest(name)
             self._wait_for_local_ranks(step, sync)
             entries, skipped = (
                 files.publish_folder(self.storage, folder, name, move=empty_after)
@@ -231,7 +230,7 @@ class Publisher:
             problem = found.problem if found is not None else "nothing was uploaded"
             raise StorageError(f"checkpoint step {step} is not complete: {problem}")
         self.storage.delete_tree(f"{PUBLISHING}/{name}")
-        apply_retention(self.storage, self.policy, step)
+        layout.apply_retention(self.storage, self.policy, step)
         self.log(
             f"trainplane: checkpoint step {step} saved ({len(manifest.files)} files, "
             f"{manifest.size_bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s)"

@@ -14,13 +14,16 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from trainplane.storage.backends import Storage, UnsafeEntry, join
 from trainplane.storage.containment import relative_parts
 from trainplane.storage.files import missing_file
+
+if TYPE_CHECKING:
+    from trainplane.jobs.spec import Checkpoint
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -180,6 +183,23 @@ def retention_victims(
             best = min(reversed(scored), key=score)
             keep.add(best.step)
     return [folder for folder in by_step if folder.step not in keep]
+
+
+def apply_retention(storage: Storage, policy: Checkpoint, newest: int) -> None:
+    """Removes the complete checkpoints ``policy`` (a job's checkpoint
+    section) no longer keeps, and the unfinished saves older than ``newest``
+    (the step just saved): those can never complete now. For train functions
+    and scripts alike."""
+    folders = scan(storage)
+    best = policy.keep_best
+    victims = retention_victims(
+        [folder for folder in folders if folder.complete],
+        keep_last=policy.keep_last,
+        **({"keep_best_metric": best.metric, "keep_best_mode": best.mode} if best else {}),
+    )
+    victims += [f for f in folders if not f.complete and f.step < newest]
+    for folder in victims:
+        remove(storage, folder.name)
 
 
 def describe(folder: CheckpointFolder) -> dict[str, Any]:
