@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -220,6 +222,11 @@ def test_what_cannot_be_registered_fails_the_rank_with_one_line(
     rank0: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ):
     assert failure(capsys) == NOTHING_LEFT  # empty
+    # As rank 0's supervisor runs it.
+    ran = subprocess.run(
+        [sys.executable, "-m", "trainplane.runtime.script_model"], capture_output=True, text=True
+    )
+    assert (ran.returncode, ran.stdout) == (1, f"{tp_env.TRAINING_FAILED}{NOTHING_LEFT}\n")
     rank0.rmdir()
     assert failure(capsys) == NOTHING_LEFT  # missing
 

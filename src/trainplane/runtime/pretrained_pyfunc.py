@@ -6,10 +6,10 @@ environment holds (mlflow, torch, transformers).
 
 The model is the architecture ``config.json`` names, loaded from safetensors
 (no remote code). ``predict`` takes token ids, one sequence per row (a list
-of lists of ints, a 2-D array, or a DataFrame with one list per cell or one
-id per column), and answers per row: a causal LM the next token id (greedy),
-a classification head its class (per token for a token head), a bare encoder
-the last position's hidden state.
+of lists of ints: the model's signature, which MLflow checks; or a
+DataFrame with one list per cell), and answers per row: a causal LM the next
+token id (greedy), a classification head its class (per token for a token
+head), a bare encoder the last position's hidden state.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import mlflow
 import torch
 import transformers
 
-ARTIFACT = "pretrained"  # the save_pretrained folder, as the model's artifact
+ARTIFACT = "pretrained"  # the save_pretrained folder, as the model's artifact (script_model)
 CAUSAL_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
@@ -37,8 +37,9 @@ class PretrainedModel(mlflow.pyfunc.PythonModel):
         self.model = model_class.from_pretrained(folder, use_safetensors=True).eval()
         self.causal = architecture.endswith(CAUSAL_SUFFIXES)
 
-    # No type hints: MLflow would take them for the model's input schema.
-    def predict(self, context, model_input, params=None):
+    # The hint is the model's input schema, which MLflow checks and serving
+    # documents; the answer's type depends on the head, so it has none.
+    def predict(self, context: Any, model_input: list[list[int]], params: Any = None):
         answers = []
         with torch.no_grad():
             for row in _rows(model_input):

@@ -27,6 +27,7 @@ Exit 0 once the model is exported; else one line
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -55,6 +56,7 @@ from trainplane.runtime.transformers_layout import (
 from trainplane.storage.exported_models import MLFLOW_FOLDER
 
 FINAL_REPORT = "final-report.json"  # in TRAINPLANE_SYNC_DIR, written by trainplane.script
+PRETRAINED_ARTIFACT = "pretrained"  # pretrained_pyfunc.ARTIFACT
 
 
 def export_script_model(
@@ -150,12 +152,13 @@ def _save_transformers(model: Pretrained, tokenizer: Path, target: Path, *, lora
 def _save_from_code(pretrained: Path, target: Path) -> None:
     import mlflow.pyfunc
 
-    from trainplane.runtime import pretrained_pyfunc
-
+    # The file, not imported here: importing it sets MLflow's model from code.
+    code = importlib.util.find_spec("trainplane.runtime.pretrained_pyfunc")
+    assert code is not None and code.origin is not None
     mlflow.pyfunc.save_model(
         str(target),
-        python_model=pretrained_pyfunc.__file__,
-        artifacts={pretrained_pyfunc.ARTIFACT: str(pretrained)},
+        python_model=code.origin,
+        artifacts={PRETRAINED_ARTIFACT: str(pretrained)},
         pip_requirements=requirements(lora=False),
     )
 
