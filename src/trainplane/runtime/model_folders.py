@@ -112,7 +112,8 @@ def _plain_files(path: Path, *, inside_model_dir: bool) -> list[str]:
             if name in names and entry.is_file():
                 found.append(relative)
             elif name in names:
-                raise ModelFolderError(f"TRAINPLANE_MODEL_DIR holds {relative}, not a plain file")
+                where = "TRAINPLANE_MODEL_DIR" if inside_model_dir else str(path)
+                raise ModelFolderError(f"{where} holds {relative}, not a plain file")
     return sorted(found)
 
 
