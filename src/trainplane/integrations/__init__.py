@@ -1,1 +1,3 @@
-"""Integrations of trainplane with training libraries (Hugging Face Transformers and TRL, Lightning)."""
+"""Integrations of trainplane with training libraries: Hugging Face
+Transformers and TRL (``transformers``), Lightning (``lightning``). Each
+imports its library; this package imports none."""

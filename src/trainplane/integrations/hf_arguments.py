@@ -16,7 +16,9 @@ script, picks the strategy::
 - ``precision``: ``bf16``/``fp16`` (unset: fp32 on CPU workers, bf16 on GPUs
   that compute it natively), and ``use_cpu`` on a CPU cluster.
 
-What you pass to it wins over all of these.
+Outside trainplane (no spec) only ``output_dir`` (``./checkpoints``) and the
+precision and ``use_cpu`` of the machine it runs on. What you pass to it
+wins over all of these.
 """
 
 from __future__ import annotations
@@ -56,14 +58,14 @@ def trainer_arguments(**yours: Any) -> dict[str, Any]:
     """Keyword arguments for ``TrainingArguments`` (``SFTConfig``, ``DPOConfig``,
     ...) from the job's spec, with ``yours`` over them."""
     spec = job_spec()
+    on_gpu = _on_gpu()
     arguments: dict[str, Any] = {"output_dir": script.checkpoint_dir()}
     if spec is not None:
-        on_gpu = _on_gpu()
         arguments.update(checkpoint_arguments(spec))
         arguments.update(strategy_arguments(spec, on_gpu=on_gpu))
-        arguments.update(precision_arguments(spec, on_gpu=on_gpu))
-        if not on_gpu:
-            arguments["use_cpu"] = True
+    arguments.update(precision_arguments(spec.precision if spec else None, on_gpu=on_gpu))
+    if not on_gpu:
+        arguments["use_cpu"] = True
     arguments.update(yours)
     return arguments
 
@@ -119,8 +121,9 @@ def deepspeed_config(options: DeepSpeedOptions, on_gpu: bool) -> dict[str, Any]:
     return merged({**generated, **TRAINER_FILLED}, options.config)
 
 
-def precision_arguments(spec: TrainSpec, *, on_gpu: bool) -> dict[str, Any]:
-    precision = resolved_precision(spec.precision, bf16_gpu=on_gpu and _bf16_gpu())
+def precision_arguments(requested: str | None, *, on_gpu: bool) -> dict[str, Any]:
+    """The spec's precision; unset, the runtime's rule (jobs.precision)."""
+    precision = resolved_precision(requested, bf16_gpu=on_gpu and _bf16_gpu())
     return {"bf16": precision == "bf16", "fp16": precision == "fp16"}
 
 

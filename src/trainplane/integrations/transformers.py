@@ -156,6 +156,15 @@ class TrainplaneCallback(TrainerCallback):
         return False
 
 
+def _accelerate_type() -> str | None:
+    """How Accelerate distributes this Trainer (``FSDP``, ``DEEPSPEED``,
+    ``MULTI_CPU``, ...); None before it decided."""
+    from accelerate.state import AcceleratorState
+
+    decided = AcceleratorState._shared_state.get("distributed_type")
+    return None if decided is None else str(getattr(decided, "name", decided))
+
+
 def _strategy_notes(args: TrainingArguments) -> list[str]:
     """Where the Trainer's arguments do not follow the job's spec."""
     spec = job_spec()
@@ -165,6 +174,12 @@ def _strategy_notes(args: TrainingArguments) -> list[str]:
     wanted = spec.strategy.type
     if wanted == "fsdp" and not args.fsdp:
         notes.append("strategy.type is fsdp but the Trainer is not set up for FSDP")
+    elif wanted == "fsdp" and (kind := _accelerate_type()) not in (None, "FSDP"):
+        # Accelerate turns FSDP on for GPU (and other accelerator) worlds only.
+        return [
+            f"strategy.type is fsdp, but Accelerate runs this Trainer as {kind}: "
+            "it shards with FSDP on GPUs only"
+        ]
     if wanted == "deepspeed" and not args.deepspeed:
         notes.append("strategy.type is deepspeed but the Trainer has no DeepSpeed config")
     if wanted == "ddp" and (args.fsdp or args.deepspeed):
