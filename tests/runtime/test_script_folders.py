@@ -110,8 +110,16 @@ def test_folders_no_living_process_claims_are_removed(tempdir: Path):
     (alive / ".claims" / str(os.getpid())).touch()
     foreign = tempdir / "trainplane-resume-xyz"  # not a scratch folder: no claims
     foreign.mkdir()
+    # What a supervisor stopped halfway through its removal left.
+    interrupted = tempdir / "trainplane-half.removed-123"
+    (interrupted / "checkpoints").mkdir(parents=True)
     assert remove_abandoned(tempdir) == [abandoned]
-    assert not abandoned.exists() and alive.is_dir() and foreign.is_dir()
+    assert not abandoned.exists() and not interrupted.exists()
+    assert alive.is_dir() and foreign.is_dir()
+    assert sorted(p.name for p in tempdir.iterdir()) == [
+        "trainplane-alive",
+        "trainplane-resume-xyz",
+    ]
     # The next attempt on the node sweeps on its way in.
     (abandoned / ".claims").mkdir(parents=True)
     (abandoned / ".claims" / gone).touch()

@@ -30,6 +30,7 @@ from trainplane.storage.backends import LocalStorage, open_storage
 SCRATCH_PREFIX = "trainplane-"
 CLAIMS = ".claims"
 LOCK = ".lock"
+REMOVED = ".removed-"  # the name of a scratch folder being removed: <root>.removed-<pid>
 
 
 @dataclass(frozen=True)
@@ -83,23 +84,22 @@ def leave(folders: NodeFolders) -> None:
     """Gives up this process's claim; the last claim out removes the folder."""
     if not folders.root.is_dir():
         return
-    with _locked(folders.root):
+    with contextlib.suppress(FileNotFoundError), _locked(folders.root):
         claims = folders.root / CLAIMS
-        with contextlib.suppress(FileNotFoundError):
-            (claims / str(os.getpid())).unlink()
-        last = not any(claims.iterdir()) if claims.is_dir() else True
-        if last:
-            _remove_contents(folders.root)
-    if last:
-        shutil.rmtree(folders.root, ignore_errors=True)
+        (claims / str(os.getpid())).unlink(missing_ok=True)
+        if not claims.is_dir() or not any(claims.iterdir()):
+            _discard(folders.root)
 
 
 def remove_abandoned(tempdir: Path) -> list[Path]:
     """Removes the scratch folders under ``tempdir`` whose every claimant is
-    dead (supervisors killed with their gang). A folder being set up holds
-    its lock, and is skipped."""
+    dead (supervisors killed with their gang), and what an interrupted
+    removal left. A folder being set up holds its lock, and is skipped."""
     removed = []
     for root in tempdir.glob(f"{SCRATCH_PREFIX}*"):
+        if REMOVED in root.name:
+            shutil.rmtree(root, ignore_errors=True)
+            continue
         claims = root / CLAIMS
         if not claims.is_dir():
             continue  # not a scratch folder of this module's making
@@ -107,12 +107,21 @@ def remove_abandoned(tempdir: Path) -> list[Path]:
             with _locked(root, wait=False):
                 if any(_alive(claim.name) for claim in claims.iterdir()):
                     continue
-                _remove_contents(root)
+                _discard(root)
         except (BlockingIOError, FileNotFoundError):
             continue
-        shutil.rmtree(root, ignore_errors=True)
         removed.append(root)
     return removed
+
+
+def _discard(root: Path) -> None:
+    """Removes ``root`` (its lock held): renamed out of the way first, so that
+    a supervisor killed halfway (Ray interrupts, then kills, an actor it
+    stops) leaves a whole scratch folder or a renamed one, both of which the
+    next sweep removes."""
+    gone = root.with_name(f"{root.name}{REMOVED}{os.getpid()}")
+    root.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def _fetch(resume: str, folders: NodeFolders) -> Path:
@@ -138,17 +147,6 @@ def _locked(root: Path, *, wait: bool = True) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _remove_contents(root: Path) -> None:
-    """Everything but the lock file, which the caller still holds."""
-    for entry in root.iterdir():
-        if entry.name == LOCK:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
 
 
 def _alive(pid: str) -> bool:
