@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.preemption import checkpointed_for_preemption
 from trainplane.runtime.processes import die_with_parent, forward_output
 from trainplane.runtime.script_folders import NodeFolders, enter, leave
 from trainplane.storage.backends import StorageError
@@ -45,13 +46,20 @@ def run_rank(argv: list[str], env: dict[str, str], *, rank: int, plan: RankPlan)
             )
             return EXIT_NO_FOLDERS
         code = _run(argv, env, rank)
-        if code == 0 and rank == 0 and plan.register_model:
+        if code == 0 and rank == 0 and plan.register_model and not _preempted(env):
             # Its own process: what the model needs (MLflow, transformers)
             # is imported there, and a failure says why in one line.
             code = _run([sys.executable, "-m", PUBLISH_MODEL], env, rank)
         return code
     finally:
         leave(folders)
+
+
+def _preempted(env: dict[str, str]) -> bool:
+    """The script saved because it was asked to stop: the attempt ends as
+    preempted (within the grace period), and the one that finishes publishes
+    the model."""
+    return checkpointed_for_preemption(env.get(tp_env.CHECKPOINT_URI), env.get(tp_env.ATTEMPT_ID))
 
 
 def _run(argv: list[str], env: dict[str, str], rank: int) -> int:
