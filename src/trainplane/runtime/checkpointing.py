@@ -25,6 +25,7 @@ import torch
 from trainplane.jobs.spec import Checkpoint
 from trainplane.runtime import rng
 from trainplane.runtime.collective import barrier, broadcast, gather
+from trainplane.runtime.resume_points import choose_resume_point
 from trainplane.runtime.safe_loading import check_loadable, load_file
 from trainplane.storage import checkpoints as layout
 from trainplane.storage import files
@@ -186,36 +187,6 @@ class Checkpointer:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
-
-
-def choose_resume_point(
-    policy: Checkpoint, storage: Storage | None, log: Callable[[str], None] = print
-) -> tuple[str, str] | None:
-    """(storage URI, folder name) of the checkpoint an attempt resumes from,
-    by ``policy.resume``: the latest complete one of the job's own ``storage``,
-    else the complete checkpoint ``resume`` names; None to start fresh.
-    Unfinished folders of ``storage`` are removed on the way. Called once per
-    attempt (rank 0 of a train function, the driver of a script)."""
-    if policy.resume == "never":
-        return None
-    if storage is not None:
-        folders = layout.scan(storage)
-        for folder in folders:
-            if not folder.complete:
-                log(f"trainplane: removing unfinished checkpoint {folder.name}")
-                layout.remove(storage, folder.name)
-        complete = [folder for folder in folders if folder.complete]
-        if complete:
-            return storage.uri, complete[-1].name
-    if policy.resume not in ("auto", "never"):
-        # A checkpoint of another job (or an earlier run) to start from.
-        parent, _, name = policy.resume.rstrip("/").rpartition("/")
-        other = open_storage(parent)
-        found = layout.inspect(other, name)
-        if found is None or not found.complete:
-            raise StorageError(f"checkpoint.resume {policy.resume} is not a complete checkpoint")
-        return other.uri, name
-    return None
 
 
 def numeric(metrics: dict[str, Any]) -> dict[str, float]:

@@ -24,6 +24,7 @@ from trainplane.runtime.gang import GangShape
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
 from trainplane.runtime.processes import EXIT_ORPHANED, OrphanWatch
 from trainplane.runtime.ray_train import failure_cause
+from trainplane.runtime.resume_points import choose_resume_point
 from trainplane.runtime.script_ranks import RankPlan, run_rank
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 from trainplane.storage.backends import StorageError, join, open_storage
@@ -125,8 +126,6 @@ def script_plan(spec: TrainSpec | FinetuneSpec) -> RankPlan:
     """What every rank of a script's attempt shares, decided here once: the
     checkpoint it resumes from (checkpoint.resume; StorageError when the one
     it names is not complete)."""
-    from trainplane.runtime.checkpointing import choose_resume_point
-
     root = os.environ.get(tp_env.CHECKPOINT_URI)
     storage = open_storage(root) if root else None
     chosen = choose_resume_point(spec.checkpoint, storage)
