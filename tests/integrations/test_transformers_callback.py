@@ -223,18 +223,22 @@ def test_a_stop_request_saves_and_ends_train(
     assert "stopping after the checkpoint at step 3" in capsys.readouterr().out
 
 
+def fsdp_trainer(monkeypatch: pytest.MonkeyPatch, **arguments: Any) -> Trainer:
+    """A Trainer of a job whose spec says fsdp, made as a script makes it."""
+    monkeypatch.setenv("TRAINPLANE_SPEC", json.dumps({**SPEC, "strategy": {"type": "fsdp"}}))
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=8))
+    args = TrainingArguments(
+        **arguments
+    )  # before the callback, as in Trainer(..., callbacks=[...])
+    return Trainer(model=model, args=args, callbacks=[TrainplaneCallback()])
+
+
 def test_the_trainer_is_told_where_it_does_not_follow_the_spec(
     rank: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("TRAINPLANE_SPEC", json.dumps({**SPEC, "strategy": {"type": "fsdp"}}))
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=8))
     # Arguments of the script's own, without trainer_arguments(): no FSDP.
-    Trainer(model=model, args=TrainingArguments(use_cpu=True), callbacks=[TrainplaneCallback()])
+    trainer = fsdp_trainer(monkeypatch, use_cpu=True)
+    assert not trainer.is_fsdp_enabled
     out = capsys.readouterr().out
     assert "strategy.type is fsdp but the Trainer is not set up for FSDP" in out
     assert "pass **trainer_arguments()" in out
-    # With them, on CPU: Accelerate shards with FSDP on GPUs only, and says so.
-    Trainer(
-        model=model, args=TrainingArguments(**trainer_arguments()), callbacks=[TrainplaneCallback()]
-    )
-    assert "but Accelerate runs this Trainer as MULTI_CPU" in capsys.readouterr().out

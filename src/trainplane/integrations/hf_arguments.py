@@ -98,6 +98,37 @@ def strategy_arguments(spec: TrainSpec, *, on_gpu: bool) -> dict[str, Any]:
     return {}  # ddp: the Trainer's own DistributedDataParallel
 
 
+def let_accelerate_shard_on_cpu(spec: TrainSpec | None) -> bool:
+    """Under ``strategy.type: fsdp`` on CPU workers: Accelerate turns FSDP on
+    for GPU (and other accelerator) worlds only, and would train a CPU world
+    with DDP. FSDP2 itself shards CPU tensors over gloo, so the world, set up
+    by the Trainer's arguments already, is labelled as a multi-device one
+    before the Trainer asks Accelerate how to wrap the model. Returns whether
+    it did; False when the arguments are not built yet (the callback's
+    ``on_init_end`` then says FSDP is not on)."""
+    if spec is None or spec.strategy.type != "fsdp" or _on_gpu():
+        return False
+    from accelerate.state import PartialState
+    from accelerate.utils import DistributedType
+
+    state = PartialState._shared_state
+    if state.get("distributed_type") != DistributedType.MULTI_CPU:
+        return False
+    state["distributed_type"] = DistributedType.MULTI_GPU
+    return True
+
+
+def undo_cpu_label() -> None:
+    """The CPU world's own label again, where the Trainer turned out not to use
+    FSDP: before ``train()`` wraps the model (DDP on CPU takes no device ids)."""
+    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.utils import DistributedType
+
+    for state in (PartialState._shared_state, AcceleratorState._shared_state):
+        if state.get("distributed_type") == DistributedType.MULTI_GPU:
+            state["distributed_type"] = DistributedType.MULTI_CPU
+
+
 def fsdp_config(options: FSDPOptions, on_gpu: bool) -> dict[str, Any]:
     config: dict[str, Any] = {"version": 2, "reshard_after_forward": options.reshard_after_forward}
     if options.cpu_offload and on_gpu:  # on CPU workers the parameters are there already

@@ -45,7 +45,12 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from trainplane import script
-from trainplane.integrations.hf_arguments import job_spec, trainer_arguments
+from trainplane.integrations.hf_arguments import (
+    job_spec,
+    let_accelerate_shard_on_cpu,
+    trainer_arguments,
+    undo_cpu_label,
+)
 
 __all__ = ["TrainplaneCallback", "model_dir", "resume_from", "trainer_arguments"]
 
@@ -71,6 +76,8 @@ class TrainplaneCallback(TrainerCallback):
 
     def __init__(self, *, every_steps: int | None = None, every_minutes: float | None = None):
         spec = job_spec()
+        # Built as the Trainer's argument: after its TrainingArguments, before it.
+        self._labelled = let_accelerate_shard_on_cpu(spec)
         policy = spec.checkpoint if spec is not None else None
         self.every_steps = every_steps or (policy.every_steps if policy else None)
         self.every_minutes = every_minutes or (policy.every_minutes if policy else None)
@@ -83,6 +90,8 @@ class TrainplaneCallback(TrainerCallback):
     def on_init_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        if self._labelled and _accelerate_type() != "FSDP":
+            undo_cpu_label()
         if state.is_world_process_zero:
             for note in _strategy_notes(args):
                 print(f"trainplane: {note}", flush=True)
@@ -175,7 +184,8 @@ def _strategy_notes(args: TrainingArguments) -> list[str]:
     if wanted == "fsdp" and not args.fsdp:
         notes.append("strategy.type is fsdp but the Trainer is not set up for FSDP")
     elif wanted == "fsdp" and (kind := _accelerate_type()) not in (None, "FSDP"):
-        # Accelerate turns FSDP on for GPU (and other accelerator) worlds only.
+        # Accelerate turns FSDP on for GPU (and other accelerator) worlds only,
+        # and the callback could not label this one (made before the arguments).
         return [
             f"strategy.type is fsdp, but Accelerate runs this Trainer as {kind}: "
             "it shards with FSDP on GPUs only"
