@@ -10,9 +10,11 @@ script, picks the strategy::
   ``keep_last``: ``save_total_limit`` (the local copies; the published ones
   follow the spec's retention);
 - ``strategy.type``: ``fsdp`` gives FSDP2 (``fsdp`` and ``fsdp_config`` with
-  version 2), ``deepspeed`` a ZeRO config of the spec's stage and offload
-  (runtime.strategies.deepspeed's, with the batch, clipping and precision
-  left ``"auto"`` for the Trainer to fill), ``ddp`` nothing;
+  version 2; on CPU workers the callback lets Accelerate shard, see
+  :func:`let_accelerate_shard_on_cpu`), ``deepspeed`` a ZeRO config of the
+  spec's stage and offload (runtime.strategies.deepspeed's, with the batch,
+  clipping and precision left ``"auto"`` for the Trainer to fill), ``ddp``
+  nothing;
 - ``precision``: ``bf16``/``fp16`` (unset: fp32 on CPU workers, bf16 on GPUs
   that compute it natively), and ``use_cpu`` on a CPU cluster.
 
