@@ -2,15 +2,14 @@
 Transformers callback) as a job of a real ``trainplane server`` on the local
 Ray cluster (2 CPU workers, gloo).
 
-One job shows it all: the example's job.yaml with only ``strategy.type:
-deepspeed`` changed (as ``--set`` does) trains under ZeRO-2, each rank's
-optimizer shard in the one published checkpoint. A rank killed past the first
-checkpoint fails the attempt, and the next one resumes from the latest
-published checkpoint (its log names the step, its metrics continue after
-it); a high-priority job then preempts it: it saves, exits 0, and the third
-attempt resumes from that save, finishes, and its adapter is registered.
-(The example as it is, under DDP, runs in the acceptance check; FSDP2 needs
-GPUs under Accelerate: tests/integrations covers its arguments.)
+The example's job.yaml with only ``strategy.type`` changed (as ``--set``
+does). Under ZeRO-2 one job shows it all: each rank's optimizer shard is in
+the one published checkpoint; a rank killed past the first checkpoint fails
+the attempt, and the next one resumes from the latest published checkpoint
+(its log names the step, its metrics continue after it); a high-priority job
+then preempts it: it saves, exits 0, and the third attempt resumes from that
+save, finishes, and its adapter is registered. A short second job trains
+under FSDP2. (The example as it is, under DDP, runs in the acceptance check.)
 """
 
 from __future__ import annotations
@@ -128,6 +127,26 @@ def test_the_trl_example_under_zero_2_resumes_after_a_lost_rank_and_a_preemption
         lambda: service.job(job_id).get("registered_model"), 120, "the adapter's registration"
     )
     assert registered["name"] == MODEL
+
+
+def test_the_trl_example_trains_under_fsdp2_chosen_by_strategy_type_alone(
+    service: Service,
+) -> None:
+    """On CPU workers too: Accelerate, which enables FSDP for GPU worlds only,
+    is told this one may shard (integrations.hf_arguments)."""
+    every_5 = {"every_steps": EVERY, "keep_last": 2}
+    job_id = submit(service, {"max_steps": 10}, strategy={"type": "fsdp"}, checkpoint=every_5)
+    service.succeeded(job_id)
+    assert "Accelerate runs this Trainer as" not in service.logs(job_id)
+    listed = checkpoints(service, job_id)
+    assert [c["step"] for c in listed] == [10, 5]
+    assert all(c["strategy"] == "fsdp" and c["world_size"] == 2 for c in listed)
+    storage = service.http.get(f"/v1/jobs/{job_id}/checkpoints").json()["storage"]
+    latest = layout.latest_complete(open_storage(storage))
+    manifest = latest.manifest if latest is not None else None
+    assert manifest is not None and manifest.step == 10
+    # The Trainer's FSDP checkpoint: the model and optimizer gathered by FSDP.
+    assert {"pytorch_model_fsdp.bin", "optimizer.bin"} <= {e.path for e in manifest.files}
 
 
 def points(service: Service, job_id: str) -> list[dict[str, Any]]:
