@@ -63,6 +63,7 @@ def main() -> None:
         disable_tqdm=True,
         **trainer_arguments(),  # trainplane: output_dir, checkpoints, strategy, precision
     )
+    pauses = [Pause(args.step_sleep)] if args.step_sleep else []
     trainer = SFTTrainer(
         model=model,
         args=config,
@@ -71,7 +72,7 @@ def main() -> None:
         peft_config=LoraConfig(
             r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"
         ),
-        callbacks=[TrainplaneCallback(), *([Pause(args.step_sleep)] if args.step_sleep else [])],
+        callbacks=[TrainplaneCallback(), *pauses],  # trainplane
     )
     trainer.train(resume_from_checkpoint=resume_from())  # trainplane
     trainer.save_model(model_dir())  # trainplane: the adapter and its tokenizer
