@@ -2,18 +2,20 @@
 (an Accelerate loop on trainplane.script) as jobs of a real ``trainplane
 server`` on the local Ray cluster (2 CPU workers, gloo).
 
-One job per integration shows it all: the example trains and checkpoints on
-two ranks; a rank killed mid-run fails the attempt, and the next one resumes
-from the latest published checkpoint (its log names the step, its metrics
-continue after it); a high-priority job then preempts it: it saves, exits 0,
-and the third attempt resumes from that save and finishes.
+One Lightning job shows the integration whole: the example trains and
+checkpoints on two ranks; a rank killed mid-run fails the attempt, and the
+next one resumes from the latest published checkpoint (its log names the
+step, its metrics continue after it); a high-priority job then preempts it:
+it saves, exits 0, and the third attempt resumes from that save and finishes.
+The Accelerate loop uses trainplane.script alone, whose restarts and
+preemptions tests/runtime/test_script_jobs.py covers: here it runs once,
+uninterrupted, as a user submits it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,13 +79,21 @@ def resumed_at(log: str) -> int:
     return int(found.group(1))
 
 
+def test_the_accelerate_example_trains_reports_and_checkpoints(service: Service) -> None:
+    job_id = submit_example(service, "accelerate", max_steps=30)
+    service.succeeded(job_id)
+    assert steps_in_order(service, job_id) == list(range(1, 31))
+    listed = checkpoints(service, job_id)
+    assert [c["step"] for c in listed] == [30, 20]
+    assert all(c["world_size"] == 2 and c["format"] == "files" for c in listed), listed
+
+
 @pytest.mark.timeout(600)  # three attempts of a two-rank job, each starting its ranks
-@pytest.mark.parametrize("example", list(EXAMPLES))
-def test_an_example_resumes_after_a_lost_rank_and_after_a_preemption(
-    service: Service, example: str, tmp_path: Path
+def test_the_lightning_example_resumes_after_a_lost_rank_and_after_a_preemption(
+    service: Service,
 ) -> None:
-    every = EXAMPLES[example]
-    job_id = submit_example(service, example, max_steps=STEPS, step_sleep=0.25)
+    every = EXAMPLES["lightning"]
+    job_id = submit_example(service, "lightning", max_steps=STEPS, step_sleep=0.25)
 
     # A rank killed past the first checkpoint (every 20 steps): the attempt fails.
     kill_when_past(service, job_id, 25, "train.py")
