@@ -242,3 +242,50 @@ def test_the_trainer_is_told_where_it_does_not_follow_the_spec(
     out = capsys.readouterr().out
     assert "strategy.type is fsdp but the Trainer is not set up for FSDP" in out
     assert "pass **trainer_arguments()" in out
+
+
+def test_trls_dpo_trainer_reports_checkpoints_and_stops_on_request(
+    rank: Path, tmp_path: Path
+) -> None:
+    """The callback under TRL's DPOTrainer (preference pairs), as under SFTTrainer
+    in examples/trl-sft: its losses and reward figures reach the reports, its
+    checkpoints are published, and a stop request ends train() with a save."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    from trainplane.testing.tiny_models import build_tiny_llama
+
+    folder = build_tiny_llama(tmp_path / "tiny-llama", hidden_size=32, layers=1)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    pairs = Dataset.from_list(
+        [
+            {"prompt": f"what is {i} plus {i}?", "chosen": f" {2 * i}", "rejected": f" {2 * i + 1}"}
+            for i in range(32)
+        ]
+    )
+    torch.manual_seed(0)
+    arguments = trainer_arguments(
+        max_steps=50,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to=[],
+        disable_tqdm=True,
+    )
+    trainer = DPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(folder),
+        args=DPOConfig(**arguments),
+        train_dataset=pairs,
+        processing_class=tokenizer,
+        callbacks=[StopAt(tmp_path / "a1" / ".sync", 3), TrainplaneCallback()],
+    )
+    trainer.train(resume_from_checkpoint=resume_from())
+    assert trainer.state.global_step == 3
+    points = dict(reported(tmp_path / "metrics.jsonl"))
+    assert {1, 2, 3} <= set(points)
+    assert "loss" in points[1] and any(name.startswith("rewards/") for name in points[1])
+    saved = complete(rank)
+    assert sorted(saved) == [2, 3]
+    assert saved[3].reason == "preempted"
+    assert "trainer_state.json" in {entry.path for entry in saved[3].files}
