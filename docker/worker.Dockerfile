@@ -69,7 +69,7 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' | { grep -v '^nvidia-ml-py==' || true; } > /tmp/base-image.txt \
     && set -- /wheels/trainplane-*.whl \
     && pip install --no-cache-dir --constraint /tmp/constraints.txt --constraint /tmp/base-image.txt \
-       "trainplane[runtime] @ file://$1" \
+       "trainplane[runtime,trl,lightning] @ file://$1" \
        "ray[default,train]==${RAY_VERSION}" /wheels/deepspeed-*.whl \
     && pip list --format=freeze | grep -E '^(torch[a-z]*|triton|nvidia-[^=]+|cuda-[^=]+)==' \
        | { grep -v '^nvidia-ml-py==' || true; } | diff /tmp/base-image.txt - \

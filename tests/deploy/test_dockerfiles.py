@@ -128,7 +128,9 @@ def test_worker_image():
         assert f"DS_BUILD_{op}=1" not in build_text
     assert "--no-build-isolation" in build_text
     final_text = " ".join(args for _, args in final)
-    assert "trainplane[runtime]" in final_text and "--constraint /tmp/base-image.txt" in final_text
+    # Script jobs bring their trainers: the image has them (pinned like the rest).
+    assert "trainplane[runtime,trl,lightning]" in final_text
+    assert "--constraint /tmp/base-image.txt" in final_text
     assert "import ray, trainplane.runtime.driver" in final_text
     users = [args for keyword, args in final if keyword == "USER"]
     assert users[-1].split(":")[0] == "1000", "Ray's images (and KubeRay's examples) use uid 1000"
@@ -148,7 +150,9 @@ def test_constraints_pin_every_declared_dependency():
         # (nvidia-ml-py, NVML's Python binding, is trainplane's own).
         assert not re.match(r"^(torch|triton|nvidia-(?!ml-py$).*|cuda-.*)$", name), name
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = [*project["dependencies"], *project["optional-dependencies"]["runtime"]]
+    extras = project["optional-dependencies"]
+    worker = ("runtime", "trl", "lightning")
+    declared = [*project["dependencies"], *(r for name in worker for r in extras[name])]
     for line in declared:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)
