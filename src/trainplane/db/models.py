@@ -1,7 +1,7 @@
 """ORM models: projects, jobs, job attempts, job events, job metrics, the
 MLflow tracking state of jobs, code bundles, function results, clusters,
 project secrets, owned model and experiment names, server secrets, API
-tokens and their grants, and the audit trail.
+tokens and their grants, and the audit trail. (Sweep trials: db.sweep_models.)
 
 A job keeps its full validated spec as a JSON document; the columns next to it
 repeat the few fields that queries filter or order by (status, project, name,
@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from trainplane.db.base import Base, JSONDocument, UTCDateTime, utcnow
+from trainplane.db.sweep_models import SweepTrial as SweepTrial
 from trainplane.jobs.states import AttemptStatus, JobStatus
 
 
@@ -64,7 +65,7 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         CheckConstraint(_in_list("status", JOB_STATUS_VALUES), name="status"),
-        CheckConstraint(_in_list("kind", ["train", "finetune"]), name="kind"),
+        CheckConstraint(_in_list("kind", ["train", "finetune", "sweep"]), name="kind"),
         CheckConstraint("gpus >= 1", name="gpus_positive"),
         # An idempotency key is scoped to whoever submitted it.
         UniqueConstraint("submitted_by", "idempotency_key"),
@@ -73,6 +74,7 @@ class Job(Base):
         Index("ix_jobs_project_id_created_at_id", "project_id", "created_at", "id"),
         Index("ix_jobs_status_created_at_id", "status", "created_at", "id"),
         Index("ix_jobs_project_id_name_created_at_id", "project_id", "name", "created_at", "id"),
+        Index("ix_jobs_parent_id_created_at_id", "parent_id", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
@@ -108,6 +110,8 @@ class Job(Base):
     # under its project's storage root, so a later change of that root never
     # moves a job's checkpoints. NULL for jobs submitted before it was kept.
     folder: Mapped[str | None] = mapped_column(String(1024))
+    # A trial's sweep (a job of kind sweep); NULL for every other job.
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
 
     project: Mapped[Project] = relationship(lazy="joined", innerjoin=True)
 
