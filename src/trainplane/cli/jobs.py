@@ -1,11 +1,13 @@
-"""``jobs list|get|cancel|events|logs|metrics|checkpoints|compare``."""
+"""``jobs list|get|cancel|events|logs|metrics|checkpoints|compare|trials``."""
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from trainplane.cli.common import (
     State,
@@ -26,6 +28,7 @@ from trainplane.cli.output import (
     print_jobs,
     print_metrics,
 )
+from trainplane.cli.trials import print_trials
 from trainplane.sdk.errors import TrainplaneError
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
@@ -169,3 +172,25 @@ def jobs_compare(
         typer.echo(json.dumps(comparison, indent=2))
     else:
         print_comparison(comparison)
+
+
+class TrialsOutput(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+@jobs_app.command("trials")
+def jobs_trials(
+    sweep_id: Annotated[str, typer.Argument(help="The sweep's id (or name, or id prefix).")],
+    output: Annotated[TrialsOutput, typer.Option(help="table, json or yaml.")] = TrialsOutput.table,
+) -> None:
+    """List a sweep's trials: parameters, status, objective (last and best) and
+    step, by number; the best trial is marked."""
+    listing = call(State.client().get, f"/v1/jobs/{sweep_id}/trials")
+    if output is TrialsOutput.json:
+        typer.echo(json.dumps(listing, indent=2))
+    elif output is TrialsOutput.yaml:
+        typer.echo(yaml.safe_dump(listing, sort_keys=False), nl=False)
+    else:
+        print_trials(listing, typer.echo)

@@ -28,7 +28,6 @@ from trainplane.cli.common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     TERMINAL,
-    UNAVAILABLE_STATUSES,
     State,
     exit_code_for,
     exit_code_table,
@@ -40,7 +39,10 @@ from trainplane.cli.follow import DeadlinePassed, follow_logs
 from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
 from trainplane.cli.output import describe_model, describe_tracking, metrics_line
 from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
+from trainplane.cli.sweep_wait import report_sweep_end, wait_for_sweep, with_best_metrics
+from trainplane.cli.trials import TrialBoard
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
+from trainplane.cli.waiting import RECONNECT_SECONDS, Waiter
 from trainplane.sdk.errors import TrainplaneError
 from trainplane.sdk.sessions import Session
 from trainplane.sdk.specfile import SpecFileError, load_spec_file
@@ -48,10 +50,6 @@ from trainplane.sdk.specfile import SpecFileError, load_spec_file
 # After a job ends, --wait waits this long (by default) for its MLflow run to be
 # closed and its model registered.
 TRACKING_WAIT_SECONDS = 120.0
-POLL_SECONDS = 1.0
-# While waiting, a server that stopped answering is retried this long (by default).
-RECONNECT_SECONDS = 300.0
-RECONNECT_POLL_SECONDS = 2.0
 
 # What each exit code is called in --output json (exit 1 before any job
 # exists is "refused").
@@ -109,6 +107,7 @@ class Result:
     created: bool | None = None
     idempotency_key: str | None = None
     gates: list[GateResult] = field(default_factory=list)
+    trials: dict[str, Any] | None = None  # a sweep's, as GET /v1/jobs/{id}/trials
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def finish(
@@ -151,6 +150,15 @@ class Result:
             "exit_meaning": EXIT_CODES[code],
             "message": message,
             "errors": self.errors,
+            **({} if self.trials is None else self.sweep_summary(job)),
+        }
+
+    def sweep_summary(self, job: dict[str, Any]) -> dict[str, Any]:
+        trials = self.trials or {}
+        return {
+            "best_trial": job.get("best_trial") or trials.get("best_trial"),
+            "trial_counts": job.get("trials"),
+            "trials": trials,
         }
 
 
@@ -263,7 +271,12 @@ def submit(
     deadline = None if timeout is None else time.monotonic() + timeout
     waiter = Waiter(client, reconnect_timeout, deadline)
     try:
-        if follow:
+        if job["kind"] == "sweep":  # no log or progress of its own: its trials'
+            board = TrialBoard(
+                sys.stderr, terminal=is_terminal(sys.stderr), interval=progress_interval
+            )
+            final, result.trials = wait_for_sweep(waiter, job, board)
+        elif follow:
             follow_logs(client, job["id"], deadline=deadline, logs_to_stderr=as_json)
             final = waiter.get(job["id"])
         else:
@@ -295,8 +308,12 @@ def submit(
             EXIT_INTERRUPTED,
             f"interrupted; job {job['id']} goes on (trainplane jobs cancel {job['id']} stops it)",
         ) from None
-    result.job = final
-    _report_end(final)
+    if result.trials is not None:
+        result.job = final = with_best_metrics(final)
+        report_sweep_end(final, result.trials)
+    else:
+        result.job = final
+        _report_end(final)
     code, message = _judge(final, gates, result)
     raise result.finish(code, message, said=True)
 
@@ -344,77 +361,6 @@ def _say_submitted(job: dict[str, Any], created: bool) -> None:
             "it ended already; to run the spec again, pass a new --idempotency-key "
             "(or --no-idempotency-key)"
         )
-
-
-class Waiter:
-    """Reads the job until it ends, riding out a server that stops answering
-    for a while (a restart, a network blip) instead of failing the pipeline."""
-
-    def __init__(self, client: Session, reconnect: float, deadline: float | None) -> None:
-        self.client = client
-        self.reconnect = reconnect
-        self.deadline = deadline
-        self.last: dict[str, Any] | None = None
-
-    def _past_deadline(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
-
-    def get(self, job_id: str) -> dict[str, Any]:
-        lost_at = None
-        while True:
-            try:
-                job = self.client.get(f"/v1/jobs/{job_id}")
-            except TrainplaneError as exc:
-                if exc.status not in UNAVAILABLE_STATUSES:
-                    raise
-                now = time.monotonic()
-                if lost_at is None:
-                    lost_at = now
-                    say(f"{refusal(exc)}; retrying for up to {self.reconnect:g}s")
-                if now - lost_at >= self.reconnect:
-                    raise
-                if self._past_deadline():
-                    raise DeadlinePassed from None
-                time.sleep(RECONNECT_POLL_SECONDS)
-                continue
-            if lost_at is not None:
-                say(f"the server answers again after {time.monotonic() - lost_at:.0f}s")
-            self.last = job
-            return job
-
-    def wait(self, job: dict[str, Any], printer: ProgressPrinter) -> dict[str, Any]:
-        printer.seen = (job["status"], job["reason"])  # submit said it already
-        printer.update(job, terminal_status=job["status"] in TERMINAL)
-        while job["status"] not in TERMINAL:
-            if self._past_deadline():
-                raise DeadlinePassed
-            time.sleep(POLL_SECONDS)
-            job = self.get(job["id"])
-            # The end is reported once, with the run and model, by _report_end.
-            printer.update(job, terminal_status=job["status"] in TERMINAL)
-        return job
-
-    def tracking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """An ended job's run is closed (and its model registered) by the tracking
-        loop a moment later; wait for that, a bounded time, so what is printed is
-        final. A job's tracking never fails it: on time-out the run is completed
-        in the background."""
-        deadline = time.monotonic() + timeout
-        shown = None
-        while job["tracking"]["status"] in ("pending", "active"):
-            error = job["tracking"]["error"]
-            if error and error != shown:
-                say(f"mlflow: {error}; retrying")
-                shown = error
-            if time.monotonic() > deadline:
-                say(
-                    f"the MLflow run is not complete after {timeout:g}s; "
-                    "it will be in the background"
-                )
-                break
-            time.sleep(0.5)
-            job = self.get(job["id"])
-        return job
 
 
 def _report_end(final: dict[str, Any]) -> None:
