@@ -27,6 +27,7 @@ NOT_CANCELLING = frozenset(S) - CANCELLING
 STOPS: list[StopReason | None] = [None, *StopReason]
 # A preemption uses no restart, even when its attempt's cluster is lost.
 NOT_PREEMPTED = tuple(stop for stop in STOPS if stop is not StopReason.PREEMPTED)
+PRUNED_BY_SWEEP = "{pruned}"  # the trial's pruned_reason
 LIVE = [A.PENDING, A.SUBMITTED, A.RUNNING]
 
 SILENT = "{where} stopped answering for {silence}: {message}"
@@ -55,6 +56,11 @@ RULES: list[tuple[tuple, tuple]] = [
         (F.SILENT, ANY, CANCELLING, ANY),
         (A.LOST, SILENT, S.CANCELLED, "cancelled; " + SILENT, False),
     ),
+    # A pruned trial ends whatever became of its cluster.
+    (
+        (F.SILENT, StopReason.PRUNED, NOT_CANCELLING, ANY),
+        (A.LOST, SILENT, S.CANCELLED, PRUNED_BY_SWEEP, False),
+    ),
     ((F.SILENT, NOT_PREEMPTED, ANY, A.RUNNING), (A.LOST, SILENT, S.RESTARTING, SILENT, True)),
     ((F.SILENT, ANY, ANY, ANY), (A.LOST, SILENT, S.QUEUED, "back in the queue: " + SILENT, False)),
     (
@@ -65,6 +71,10 @@ RULES: list[tuple[tuple, tuple]] = [
     (
         (F.FORGOTTEN, ANY, CANCELLING, ANY),
         (A.LOST, FORGOTTEN, S.CANCELLED, "cancelled; " + FORGOTTEN, False),
+    ),
+    (
+        (F.FORGOTTEN, StopReason.PRUNED, ANY, ANY),
+        (A.LOST, FORGOTTEN, S.CANCELLED, PRUNED_BY_SWEEP, False),
     ),
     (
         (F.FORGOTTEN, NOT_PREEMPTED, ANY, A.RUNNING),
@@ -93,6 +103,12 @@ RULES: list[tuple[tuple, tuple]] = [
             "preempted by {preemptor}; back in the queue, resumes from its latest checkpoint",
             False,
         ),
+    ),
+    # Pruned: stopped by itself after its checkpoint (exit 75, FAILED to Ray)
+    # or at the end of the grace period; never retried.
+    (
+        ((R.STOPPED, R.FAILED), StopReason.PRUNED, NOT_CANCELLING, ANY),
+        (A.STOPPED, "pruned", S.CANCELLED, PRUNED_BY_SWEEP, False),
     ),
     (
         ((R.STOPPED, R.FAILED), StopReason.STUCK, NOT_CANCELLING, ANY),
@@ -158,7 +174,7 @@ def test_every_case_decides_as_today():
         if _decide(case) != expected:
             wrong.append((case, _decide(case), expected))
     assert not wrong, f"{len(wrong)} of {len(CASES)} cases differ, first: {wrong[0]}"
-    assert len(CASES) == 10 * 5 * 8 * 3
+    assert len(CASES) == 10 * 6 * 8 * 3
     assert used_rules == set(range(len(RULES)))  # no rule is dead
 
 
@@ -179,6 +195,21 @@ def test_only_an_attempt_that_ran_or_whose_ray_job_failed_uses_a_restart():
         assert attempt is A.RUNNING or found in (R.STOPPED, R.FAILED)
         # A preempted attempt's end uses none; losing its cluster on the way still does.
         assert stop is not StopReason.PREEMPTED or found in (F.SILENT, F.FORGOTTEN)
+        # A pruned trial is never retried, however it ends.
+        assert stop is not StopReason.PRUNED
+
+
+def test_a_pruned_trial_ends_cancelled_unless_it_succeeded_first():
+    for found, job, attempt in itertools.product((R.STOPPED, R.FAILED), NOT_CANCELLING, LIVE):
+        decision = decide(found, stop=StopReason.PRUNED, job=job, attempt=attempt)
+        assert (decision.attempt, decision.job) == (A.STOPPED, S.CANCELLED)
+        assert decision.job_reason == PRUNED_BY_SWEEP
+    # The truth wins: a trial that finished before its stop took effect succeeded.
+    ended = decide(R.SUCCEEDED, stop=StopReason.PRUNED, job=S.RUNNING, attempt=A.RUNNING)
+    assert (ended.attempt, ended.job) == (A.SUCCEEDED, S.SUCCEEDED)
+    # Cancelling the sweep meanwhile: the cancel wins.
+    both = decide(R.FAILED, stop=StopReason.PRUNED, job=S.CANCELLING, attempt=A.RUNNING)
+    assert (both.job, both.job_reason) == (S.CANCELLED, "cancelled; the attempt ended")
 
 
 def test_every_attempt_change_is_in_the_transition_table():
@@ -204,7 +235,7 @@ def test_job_changes_are_allowed_from_the_statuses_a_live_attempt_has():
 
 def test_reasons_name_only_facts_the_scheduler_knows():
     facts = {"where", "message", "silence", "workers", "preemptor", "stuck", "failure"}
-    facts.add("max_runtime")
+    facts |= {"max_runtime", "pruned"}
     for case in CASES:
         decision = _decide(case)
         for template in (decision.attempt_reason, decision.job_reason):

@@ -26,6 +26,7 @@ class StopReason(StrEnum):
     MAX_RUNTIME = "max_runtime"  # the job ran longer than its spec's max_runtime
     STUCK = "stuck"  # its step stopped advancing for longer than stuck_after
     PREEMPTED = "preempted"  # its GPUs went to a higher-priority job
+    PRUNED = "pruned"  # a sweep's trial whose objective fell behind (services.sweep_pruning)
 
 
 class RayJobStatus(StrEnum):
@@ -114,6 +115,9 @@ OVER_MAX_RUNTIME = "exceeded max_runtime {max_runtime}; stopped"
 STOPPED_OUTSIDE = "the Ray job was stopped outside trainplane on {where}"
 CANCELLED_BEFORE_START = "cancelled before it started"
 BEFORE_LAUNCH = "stopped before launch"
+PRUNED = "pruned"
+# The trial's own words: which rung, which values were compared (sweep_trials.pruned_reason).
+PRUNED_BY_SWEEP = "{pruned}"
 
 
 def decide(
@@ -138,6 +142,14 @@ def decide(
         return Decision(A.FAILED, "{message}", S.FAILED, REFUSED)
     if found in (ClusterFinding.NO_ANSWER, RayJobStatus.PENDING):
         return KEEP  # keep looking; the cluster may come back
+    pruned = stop is StopReason.PRUNED and not cancelling
+    lost = found is ClusterFinding.SILENT or (
+        found is ClusterFinding.FORGOTTEN and attempt is not A.PENDING
+    )
+    if pruned and lost:
+        # The sweep decided that the trial ends, whatever became of its cluster.
+        cause = SILENT if found is ClusterFinding.SILENT else FORGOTTEN
+        return Decision(A.LOST, cause, S.CANCELLED, PRUNED_BY_SWEEP)
     # A lost attempt uses a restart only if it ran and was not being
     # preempted: a preemption uses none, whichever way its attempt ends.
     lost_one_that_ran = attempt is A.RUNNING and stop is not StopReason.PREEMPTED
@@ -169,6 +181,10 @@ def _ray_job_ended(found: Finding, stop: StopReason | None, job: JobStatus) -> D
         # the end of the grace period, it goes back to the queue without using
         # a restart; the next attempt resumes from the latest checkpoint.
         return Decision(A.STOPPED, PREEMPTED_BY, S.QUEUED, REQUEUED_AFTER_PREEMPTION)
+    if stop is StopReason.PRUNED and not cancelling:
+        # It stopped by itself after its checkpoint (or was stopped at the end
+        # of the grace period): the trial is over, it is not retried.
+        return Decision(A.STOPPED, PRUNED, S.CANCELLED, PRUNED_BY_SWEEP)
     if stop is StopReason.STUCK and not cancelling:
         # Stopped by us for hanging: a failure like a crash, so the job
         # restarts (from its last checkpoint) while restarts remain. Whether

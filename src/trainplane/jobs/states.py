@@ -29,9 +29,15 @@ ALLOWED_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     S.QUEUED: frozenset({S.STARTING, S.FAILED, S.CANCELLED}),
     # SUCCEEDED/FAILED from STARTING: the attempt finished between two polls.
     # QUEUED from STARTING: the cluster was lost before the attempt ran.
-    S.STARTING: frozenset({S.RUNNING, S.SUCCEEDED, S.FAILED, S.RESTARTING, S.CANCELLING, S.QUEUED}),
+    # CANCELLED from STARTING/RUNNING: a sweep's trial pruned, its attempt
+    # stopped by itself (jobs.attempts, StopReason.PRUNED).
+    S.STARTING: frozenset(
+        {S.RUNNING, S.SUCCEEDED, S.FAILED, S.RESTARTING, S.CANCELLING, S.QUEUED, S.CANCELLED}
+    ),
     # QUEUED from RUNNING: preempted after a checkpoint, back in the queue.
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.RESTARTING, S.CANCELLING, S.QUEUED}),
+    S.RUNNING: frozenset(
+        {S.SUCCEEDED, S.FAILED, S.RESTARTING, S.CANCELLING, S.QUEUED, S.CANCELLED}
+    ),
     # No attempt is alive while restarting, so a cancel ends it at once.
     S.RESTARTING: frozenset({S.QUEUED, S.STARTING, S.FAILED, S.CANCELLED}),
     # The attempt may finish on its own before the stop lands: the truth wins.

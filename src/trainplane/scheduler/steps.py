@@ -47,11 +47,11 @@ def advance(
     try:
         if work.job_status is JobStatus.CANCELLING:
             return _stop(ray, work, work.stop_reason or StopReason.CANCELLED)
-        if work.stop_reason == StopReason.PREEMPTED:
+        if work.stop_reason in (StopReason.PREEMPTED, StopReason.PRUNED):
             # Checkpoint first: the runtime stops by itself once it has saved;
             # only what still runs after the grace period is stopped.
             if _grace_over(work, now, context.preemption_grace_seconds):
-                return _stop(ray, work, StopReason.PREEMPTED)
+                return _stop(ray, work, work.stop_reason)
             return _observe(ray, work)
         if work.stop_reason:
             return _stop(ray, work, work.stop_reason)

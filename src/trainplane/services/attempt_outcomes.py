@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from trainplane.db.models import Job, JobAttempt
+from trainplane.db.models import Job, JobAttempt, SweepTrial
 from trainplane.errors import InvalidTransitionError
 from trainplane.jobs.attempts import ClusterFinding, Finding, RayJobStatus, attempt_may_move
 from trainplane.jobs.durations import format_duration
@@ -135,7 +136,15 @@ def reason_facts(
         failure=lambda: _failure_reason(attempt, getattr(outcome, "message", ""), where),
         max_runtime=lambda: format_duration(job.max_runtime_seconds or 0),
         log_lines=lambda: "\n".join(attempt.log_tail.strip().splitlines()[-REASON_LOG_LINES:]),
+        pruned=lambda: _pruned_reason(session, job),
     )
+
+
+def _pruned_reason(session: Session, job: Job) -> str:
+    """Why the sweep stopped this trial, in the pruner's words (which rung,
+    which values were compared): the reason its job ends with."""
+    reason = session.scalar(select(SweepTrial.pruned_reason).where(SweepTrial.job_id == job.id))
+    return reason or "pruned by its sweep"
 
 
 def _silent_seconds(attempt: JobAttempt, now: datetime) -> float:
