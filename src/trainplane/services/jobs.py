@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, insert, select, tuple_, update
+from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,8 +18,6 @@ from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.environment import redacted_spec
-from trainplane.jobs.memory import GB
-from trainplane.jobs.placement import Demand, never_fits_reason
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import (
     CANCEL_IMMEDIATELY,
@@ -31,7 +27,7 @@ from trainplane.jobs.states import (
 )
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
-from trainplane.services.clusters import cluster_capacity, recent_capacity
+from trainplane.services.clusters import cluster_capacity
 from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
 from trainplane.services.file_access import FileAccess, check_spec_locations, job_folder
 from trainplane.services.job_inputs import check_job_inputs
@@ -43,21 +39,17 @@ from trainplane.services.secrets import check_secret_refs
 from trainplane.services.spec_views import sees_env_values
 from trainplane.services.status import record_note, record_submission, set_status
 from trainplane.services.storage_access import check_checkpoint_storage
+from trainplane.services.submissions import (
+    Submission,
+    check_quota_can_hold,
+    check_some_cluster_can_hold,
+    insert_job,
+    new_job,
+    replay,
+    spec_fingerprint,
+)
+from trainplane.services.sweeps import insert_trial_job as insert_trial_job  # trials are jobs
 from trainplane.services.usage import JobUsage, job_usage
-
-QUEUED_REASON = "waiting for the scheduler"
-
-
-def spec_fingerprint(document: dict) -> str:
-    """A hash of the validated spec: equal specs hash equal whatever their key order."""
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Submission:
-    job: Job
-    created: bool  # False when an Idempotency-Key replayed an earlier submission
 
 
 def submit_job(
@@ -87,34 +79,23 @@ def submit_job(
         document = resolved_spec_document(document, strategy)
     now = utcnow()
     job_id = new_id()
-    job = Job(
-        id=job_id,
+    job = new_job(
+        spec,
+        document,
+        strategy,
+        fingerprint=fingerprint,
+        job_id=job_id,
         project_id=project.id,
-        name=spec.name,
-        kind=spec.kind,
-        status=JobStatus.QUEUED.value,
-        reason=QUEUED_REASON,
-        priority=spec.priority_rank,
-        gpus=spec.resources.gpus,
-        gpus_per_node=spec.resources.gpus_per_node,
-        gpu_type=spec.resources.gpu_type,
-        max_runtime_seconds=spec.max_runtime_seconds,
-        gpu_memory_gb=_memory_needed(strategy),
-        strategy=document["strategy"]["type"],
-        strategy_reason=strategy.reason if strategy and spec.strategy.type == "auto" else "",
-        spec=document,
-        spec_hash=fingerprint,
         submitted_by=caller.subject,
         idempotency_key=idempotency_key,
-        created_at=now,
-        updated_at=now,
         folder=job_folder(spec, project, job_id, root),
+        now=now,
     )
     try:
         # One transaction, one connection: the hot path of the whole API.
         with session.begin():
             if idempotency_key is not None:
-                earlier = _replay(session, caller, idempotency_key, fingerprint)
+                earlier = replay(session, caller, idempotency_key, fingerprint)
                 if earlier is not None:
                     return Submission(earlier, created=False)
             check_some_cluster_can_hold(session, spec)
@@ -122,7 +103,7 @@ def submit_job(
             # of another project, or a secret deleted meanwhile, refuses it.
             check_names(session, project.id, project.name, document, claim=True)
             check_secret_refs(session, project.id, project.name, wanted_secrets(spec))
-            session.execute(insert(Job), [{key: getattr(job, key) for key in _INSERTED_COLUMNS}])
+            insert_job(session, job)
             job.project = Project(id=project.id, name=project.name)
             check_spec_code(session, spec, used_at=now)
             check_quota_can_hold(session, project.id, spec)
@@ -140,19 +121,12 @@ def submit_job(
             raise
         # Another request with the same key won the race; answer as it did.
         with read_only(session):
-            earlier = _replay(session, caller, idempotency_key, fingerprint)
+            earlier = replay(session, caller, idempotency_key, fingerprint)
         if earlier is None:
             raise
         return Submission(earlier, created=False)
     wakeup.work_available()
     return Submission(job, created=True)
-
-
-def _memory_needed(strategy: StrategyPlan | None) -> float | None:
-    """GB per GPU by the estimate of the strategy that will run, for placement."""
-    if strategy is None or strategy.estimate is None:
-        return None
-    return round(strategy.estimate.total / GB, 3)
 
 
 def _strategy_for(
@@ -166,70 +140,6 @@ def _strategy_for(
         # Fresh, not the cached view: a job may be refused on it.
         clusters = cluster_capacity(session)
     return plan_strategy(spec, model_config, clusters)
-
-
-# Columns a new job is inserted with; the rest stay NULL until it runs.
-_INSERTED_COLUMNS = tuple(
-    c.key
-    for c in Job.__table__.columns
-    if c.key not in ("started_at", "finished_at", "next_attempt_at")
-)
-
-
-def check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
-    """A job no registered cluster could ever run is refused now, with the
-    numbers, rather than queued forever. With no cluster registered yet, jobs
-    wait for one."""
-    resources = spec.resources
-    demand = Demand("new", resources.gpus, resources.gpus_per_node, resources.gpu_type)
-    if never_fits_reason(demand, recent_capacity(session)) is None:
-        return
-    clusters = cluster_capacity(session)  # never refuse on a cached view
-    reason = never_fits_reason(demand, clusters)
-    if reason is None:
-        return
-    typed = [
-        c
-        for c in clusters
-        if not demand.gpu_type or c.accelerator.lower() == demand.gpu_type.lower()
-    ]
-    field = (
-        "resources.gpu_type"
-        if not typed
-        else (
-            "resources.gpus_per_node"
-            if demand.gpus_per_node and all(demand.gpus <= c.gpus for c in typed)
-            else "resources.gpus"
-        )
-    )
-    raise InvalidInputError(field, reason)
-
-
-def check_quota_can_hold(session: Session, project_id: str, spec: TrainSpec | FinetuneSpec) -> None:
-    """A job bigger than its project's GPU limit could never start: refused now."""
-    quota = session.execute(
-        select(Project.name, Project.max_gpus).where(Project.id == project_id)
-    ).one()
-    if quota.max_gpus is not None and spec.resources.gpus > quota.max_gpus:
-        raise InvalidInputError(
-            "resources.gpus",
-            f"project {quota.name} may use at most {quota.max_gpus} GPUs at once (quota); "
-            f"this job asks for {spec.resources.gpus}",
-        )
-
-
-def _replay(session: Session, caller: Caller, key: str, fingerprint: str) -> Job | None:
-    earlier = session.scalar(
-        select(Job).where(Job.submitted_by == caller.subject, Job.idempotency_key == key)
-    )
-    if earlier is None:
-        return None
-    if earlier.spec_hash != fingerprint:
-        raise ConflictError(
-            f"Idempotency-Key '{key}' was already used for job {earlier.id} with a "
-            "different spec; use a new key for a new job"
-        )
-    return earlier
 
 
 def load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool = False) -> Job:

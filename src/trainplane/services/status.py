@@ -29,15 +29,17 @@ def _write_event(session: Session, **values: object) -> JobEvent:
     return JobEvent(**values)
 
 
-def record_submission(session: Session, job: Job, *, actor: str) -> JobEvent:
-    """The first event of a job: it entered the queue."""
+def record_submission(
+    session: Session, job: Job, *, actor: str, reason: str | None = None
+) -> JobEvent:
+    """The first event of a job: it entered the queue (by default, "submitted by <actor>")."""
     return _write_event(
         session,
         job_id=job.id,
         created_at=job.created_at,
         from_status=None,
         to_status=JobStatus.QUEUED.value,
-        reason=f"submitted by {actor}",
+        reason=reason or f"submitted by {actor}",
         message="",
         actor=actor,
     )
