@@ -21,9 +21,10 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY src ./src
 COPY migrations ./migrations
-# Ray pinned here is what the `server` extra asks for; hadolint wants every
-# pip argument pinned. The last step fails the build if anything pulled torch in.
-RUN pip install --no-cache-dir . "ray[default]==${RAY_VERSION}" \
+# The `server` extra (the Ray Jobs client, Optuna for sweeps), with Ray pinned
+# here as well: hadolint wants every pip argument pinned. The last step fails
+# the build if anything pulled torch in.
+RUN pip install --no-cache-dir "trainplane[server] @ file:///src" "ray[default]==${RAY_VERSION}" \
     && python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is not None)"
 
 FROM python:3.11.13-slim-bookworm

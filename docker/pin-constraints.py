@@ -6,8 +6,8 @@ tested rather than whatever PyPI serves on the day of the build.
     .venv/bin/python docker/pin-constraints.py
 
 It follows the requirements of trainplane (as pyproject.toml declares them,
-with the runtime extra and the trainer extras the worker image ships: trl and
-lightning), ray[default,train], DeepSpeed and the build tools,
+with the server extra the control plane image installs, the runtime extra
+and the trainer extras the worker image ships: trl and lightning), ray[default,train], DeepSpeed and the build tools,
 and stops at torch: the worker image's torch and its CUDA libraries come from
 the PyTorch base image, and pinning them here would make pip replace them.
 """
@@ -26,9 +26,10 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docker" / "constraints.txt"
 
-# The extras the worker image installs: the runtime, and the trainers that
-# script jobs bring (Transformers/TRL, Lightning, Accelerate).
-WORKER_EXTRAS = ("runtime", "trl", "lightning")
+# The extras the images install: the control plane's server extra; the
+# worker's runtime, and the trainers that script jobs bring (Transformers/TRL,
+# Lightning, Accelerate).
+IMAGE_EXTRAS = ("server", "runtime", "trl", "lightning")
 # What the Dockerfiles install besides trainplane's own requirements.
 EXTRA_ROOTS = ("ray[default,train]", "deepspeed", "setuptools", "wheel", "ninja", "py-cpuinfo")
 # Owned by the PyTorch base image (torch, its compiler and CUDA wheels).
@@ -39,7 +40,7 @@ BASE_IMAGE_OWNED = re.compile(r"^(torch|triton|nvidia-(?!ml-py$).*|cuda-.*)$")
 def roots() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    declared = [*project["dependencies"], *(r for name in WORKER_EXTRAS for r in extras[name])]
+    declared = [*project["dependencies"], *(r for name in IMAGE_EXTRAS for r in extras[name])]
     return [Requirement(r) for r in (*declared, *EXTRA_ROOTS)]
 
 
