@@ -1,6 +1,6 @@
-"""Every (from, to) pair through the one status setter, on every backend:
-allowed pairs change the status and write exactly one event; the others raise
-and write nothing."""
+"""Every (from, to) pair through the one status setter, on every backend and
+for both tables (jobs, sweeps): allowed pairs change the status and write
+exactly one event; the others raise and write nothing."""
 
 from __future__ import annotations
 
@@ -12,16 +12,26 @@ from sqlalchemy import select, update
 from tests.factories import count_rows, make_job
 from trainplane.db.models import Job, JobEvent
 from trainplane.errors import InvalidTransitionError, StaleStateError
-from trainplane.jobs.states import ALLOWED_TRANSITIONS, TERMINAL_STATUSES, JobStatus
+from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus, transitions_for
 from trainplane.services.status import set_status
 
 PAIRS = list(itertools.product(JobStatus, JobStatus))
 
 
+def make_kind(session, kind: str, status: JobStatus) -> str:
+    """A job of ``kind`` in ``status``, inserted directly."""
+    job_id = make_job(session, status=status).id
+    if kind == "sweep":
+        with session.begin():
+            session.execute(update(Job).where(Job.id == job_id).values(kind="sweep"))
+    return job_id
+
+
+@pytest.mark.parametrize("kind", ["train", "sweep"])
 @pytest.mark.parametrize(("current", "target"), PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
-def test_transition_pair(session, current, target):
-    job_id = make_job(session, status=current).id
-    allowed = target in ALLOWED_TRANSITIONS[current]
+def test_transition_pair(session, current, target, kind):
+    job_id = make_kind(session, kind, current)
+    allowed = target in transitions_for(kind)[current]
     if allowed:
         with session.begin():
             job = session.get_one(Job, job_id)
@@ -109,3 +119,25 @@ def test_set_status_many_refuses_a_pair_the_table_does_not_allow(session):
     with pytest.raises(InvalidTransitionError), session.begin():
         set_status_many(session, {job_id: "x"}, JobStatus.QUEUED, JobStatus.SUCCEEDED)
     assert count_rows(session) == (1, 0)
+
+
+def test_set_status_many_moves_sweeps_only_by_their_table_and_only_when_told(session):
+    from trainplane.services.status import set_status_many
+
+    job = make_kind(session, "train", JobStatus.QUEUED)
+    sweep = make_kind(session, "sweep", JobStatus.QUEUED)
+    reasons = {job: "go", sweep: "go"}
+    with session.begin():
+        # QUEUED -> RUNNING is a sweep's start, never a job's.
+        with pytest.raises(InvalidTransitionError):
+            set_status_many(session, reasons, JobStatus.QUEUED, JobStatus.RUNNING)
+        assert set_status_many(
+            session, reasons, JobStatus.QUEUED, JobStatus.RUNNING, sweeps=True
+        ) == {sweep}
+        # QUEUED -> STARTING is placement's, never a sweep's.
+        assert set_status_many(session, reasons, JobStatus.QUEUED, JobStatus.STARTING) == {job}
+    session.expunge_all()
+    with session.begin():
+        assert session.get_one(Job, sweep).status == "RUNNING"
+        assert session.get_one(Job, sweep).started_at is not None
+        assert session.get_one(Job, job).status == "STARTING"

@@ -1,7 +1,8 @@
 """Job statuses and the one table of allowed transitions.
 
 Every status change anywhere goes through ``trainplane.services.status.set_status``,
-which consults :data:`ALLOWED_TRANSITIONS`; a pair not listed here cannot happen.
+which consults :data:`ALLOWED_TRANSITIONS` (:data:`SWEEP_TRANSITIONS` for
+sweeps); a pair not listed here cannot happen.
 """
 
 from __future__ import annotations
@@ -53,8 +54,23 @@ CANCEL_IMMEDIATELY: frozenset[JobStatus] = frozenset({S.QUEUED, S.RESTARTING})
 CANCEL_VIA_CLUSTER: frozenset[JobStatus] = frozenset({S.STARTING, S.RUNNING})
 
 
-def is_allowed(current: JobStatus, target: JobStatus) -> bool:
-    return target in ALLOWED_TRANSITIONS[current]
+# A sweep (a job of kind sweep) is never placed: it only searches, through
+# its trials, then ends; a cancel waits in CANCELLING for its live trials.
+SWEEP_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    **{status: frozenset() for status in JobStatus},
+    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.FAILED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLING}),
+    S.CANCELLING: frozenset({S.CANCELLED}),
+}
+
+
+def transitions_for(kind: str) -> dict[JobStatus, frozenset[JobStatus]]:
+    """The transition table of a job of ``kind``."""
+    return SWEEP_TRANSITIONS if kind == "sweep" else ALLOWED_TRANSITIONS
+
+
+def is_allowed(current: JobStatus, target: JobStatus, kind: str = "train") -> bool:
+    return target in transitions_for(kind)[current]
 
 
 class AttemptStatus(StrEnum):

@@ -73,7 +73,7 @@ def set_status(
     actor: str = "",
 ) -> JobEvent:
     current = JobStatus(job.status)
-    if not is_allowed(current, target):
+    if not is_allowed(current, target, job.kind):
         raise InvalidTransitionError(f"job {job.id} cannot go from {current} to {target}")
     now = utcnow()
     values: dict[str, object] = {"status": target.value, "reason": reason, "updated_at": now}
@@ -112,14 +112,18 @@ def set_status_many(
     target: JobStatus,
     *,
     actor: str = "",
+    sweeps: bool = False,
 ) -> set[str]:
     """:func:`set_status` for many jobs that all go from ``current`` to
     ``target``, each with its own reason, in one UPDATE and one INSERT. Returns
-    the ids that moved; a job whose status changed meanwhile is left alone."""
+    the ids that moved; a job whose status changed meanwhile is left alone.
+    ``sweeps``: the jobs are sweeps (their own transition table); the others
+    among the ids are left alone too."""
     if not reasons:
         return set()
-    if not is_allowed(current, target):
-        raise InvalidTransitionError(f"jobs cannot go from {current} to {target}")
+    kind = "sweep" if sweeps else "train"
+    if not is_allowed(current, target, kind):
+        raise InvalidTransitionError(f"{kind} jobs cannot go from {current} to {target}")
     now = utcnow()
     values: dict[str, object] = {
         "status": target.value,
@@ -133,7 +137,11 @@ def set_status_many(
     moved = set(
         session.scalars(
             update(Job)
-            .where(Job.id.in_(list(reasons)), Job.status == current.value)
+            .where(
+                Job.id.in_(list(reasons)),
+                Job.status == current.value,
+                (Job.kind == "sweep") if sweeps else (Job.kind != "sweep"),
+            )
             .values(**values)
             .returning(Job.id)
             .execution_options(synchronize_session=False)
