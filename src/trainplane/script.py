@@ -35,7 +35,7 @@ from trainplane.runtime import env as tp_env
 
 __all__ = ["checkpoint", "checkpoint_dir", "model_dir", "report", "resume_from", "should_stop"]
 
-PREEMPTED = "preempted"  # the manifest's reason of a save after should_stop()
+PREEMPTED = "preempted"  # the manifest's reason of a save after should_stop() (or "pruned")
 FINAL_REPORT = "final-report.json"  # in the sync folder: rank 0's last report, at exit
 CLOSE_SECONDS = 10.0  # at exit, how long the last reports may take to send
 
@@ -82,7 +82,7 @@ def checkpoint(
         int(step),
         chosen,
         metrics=values,
-        reason=PREEMPTED if session.stopping else None,
+        reason=session.stopping,
         empty_after=folder is None,
     )
     if session.reporter is not None:
@@ -115,8 +115,11 @@ def should_stop() -> bool:
         asked = broadcast_flag(session.rank == 0 and session.asked())
     else:
         asked = session.asked()
-    if asked:
-        session.stopping = True
+    if asked and session.stopping is None:
+        # The manifest's reason: "pruned" for a sweep's trial, else "preempted".
+        from trainplane.runtime.preemption import checkpoint_reason
+
+        session.stopping = checkpoint_reason(session.watch().reason)
     return asked
 
 
@@ -150,7 +153,9 @@ class _Session:
         self.reporter: Any = None
         self.latest: dict[str, float] = {}  # the latest value of each metric reported
         self.step: int | None = None
-        self.stopping = False  # should_stop() said True in this process
+        # Set once should_stop() said True in this process: the reason the
+        # next checkpoint's manifest gives ("preempted" or "pruned").
+        self.stopping: str | None = None
         self.said: set[str] = set()
         self._watch: Any = None
         self._publisher: Any = None
@@ -174,7 +179,7 @@ class _Session:
         if self.reporter is None:
             with self._lock:
                 if self.reporter is None:
-                    from trainplane.runtime.reporting import ProgressReporter
+                    from trainplane.runtime.reporting import ProgressReporter, decision_steps_of
 
                     environ = self.environ
                     self.reporter = ProgressReporter(
@@ -184,6 +189,7 @@ class _Session:
                         token=environ.get(tp_env.ATTEMPT_TOKEN),
                         metrics_file=environ.get(tp_env.METRICS_FILE),
                         on_stop=self.watch().heard,
+                        decision_steps=decision_steps_of(environ),
                     )
                     atexit.register(self.close)
         return self.reporter

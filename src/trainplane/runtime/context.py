@@ -40,7 +40,7 @@ from trainplane.runtime.data import ResumableLoader
 from trainplane.runtime.gpu_figures import GpuFigures
 from trainplane.runtime.model_export import ModelExport, ModelSaver
 from trainplane.runtime.precision import set_matmul_precision, training_precision
-from trainplane.runtime.preemption import CHECKPOINT_REASON, Preempted
+from trainplane.runtime.preemption import STOP_REASONS, Preempted, checkpoint_reason
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.step_log import StepLog
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
@@ -297,27 +297,36 @@ class TrainContext:
         if self._reporter is not None:
             self._reporter.record(step, values, self.total_steps)
         self._step_log.maybe_log(step, values, self.total_steps)
-        if self._watch_stop and self._stop_requested():
-            self._stop_for_preemption(values, step)
+        if self._watch_stop:
+            asked = self._stop_requested()
+            if asked is not None:
+                self._stop_for_preemption(values, step, asked)
         if self._checkpointer.due_after(self._policy_step, step):
             self.checkpoint(values, step=step)
 
-    def _stop_requested(self) -> bool:
-        """Rank 0's reporter knows; every rank learns it at the same step."""
-        asked = self._reporter is not None and self._reporter.stop_reason is not None
+    def _stop_requested(self) -> str | None:
+        """Why the attempt is to stop (a checkpoint reason), or None. Rank 0's
+        reporter knows; every rank learns it at the same step."""
+        heard = self._reporter.stop_reason if self._reporter is not None else None
+        asked = checkpoint_reason(heard) if heard is not None else None
         if not (dist.is_initialized() and self.world_size > 1):
             return asked
-        flag = torch.tensor([int(asked)], dtype=torch.int32, device=self._comm_device())
+        # 0: go on; otherwise 1 + the reason's place in the sorted reasons.
+        reasons = sorted(STOP_REASONS)
+        code = 0 if asked is None else 1 + reasons.index(asked)
+        flag = torch.tensor([code], dtype=torch.int32, device=self._comm_device())
         dist.broadcast(flag, src=0)
-        return bool(flag.item())
+        code = int(flag.item())
+        return reasons[code - 1] if code else None
 
-    def _stop_for_preemption(self, values: dict[str, float], step: int) -> None:
+    def _stop_for_preemption(self, values: dict[str, float], step: int, reason: str) -> None:
+        """Preempted or pruned: save with that reason, then unwind every rank."""
         if self._checkpointer.storage is not None:
-            self.checkpoint(values, step=step, reason=CHECKPOINT_REASON)
-            self.log(f"trainplane: preempted; stopping after the checkpoint at step {step}")
+            self.checkpoint(values, step=step, reason=reason)
+            self.log(f"trainplane: {reason}; stopping after the checkpoint at step {step}")
         else:
-            self.log("trainplane: preempted; this job has no checkpoint storage to save to")
-        raise Preempted(f"preempted at step {step}")
+            self.log(f"trainplane: {reason}; this job has no checkpoint storage to save to")
+        raise Preempted(f"{reason} at step {step}", reason)
 
     def checkpoint(
         self,

@@ -21,7 +21,13 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec, load_spec
 from trainplane.net import free_port
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.gang import GangShape
-from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted, checkpointed_for_preemption
+from trainplane.runtime.preemption import (
+    CHECKPOINT_REASON,
+    EXIT_PREEMPTED,
+    Preempted,
+    checkpointed_to_stop,
+    stopped_message,
+)
 from trainplane.runtime.processes import EXIT_ORPHANED, OrphanWatch
 from trainplane.runtime.ray_train import failure_cause
 from trainplane.runtime.resume_points import choose_resume_point
@@ -145,11 +151,17 @@ def script_plan(spec: TrainSpec | FinetuneSpec) -> RankPlan:
 def _script_outcome(code: int) -> int:
     """A script that saved because it was asked to stop, then exited 0,
     was preempted: its attempt ends so, and the next one resumes."""
-    if code == 0 and checkpointed_for_preemption(
+    if code != 0:
+        return code
+    stopped = _checkpointed_to_stop()
+    return _stopped_for_preemption(stopped) if stopped else code
+
+
+def _checkpointed_to_stop() -> str | None:
+    """Why this attempt's latest checkpoint was saved, when it was asked to stop."""
+    return checkpointed_to_stop(
         os.environ.get(tp_env.CHECKPOINT_URI), os.environ.get(tp_env.ATTEMPT_ID)
-    ):
-        return _stopped_for_preemption()
-    return code
+    )
 
 
 def _supervisor_pid() -> int | None:
@@ -196,8 +208,8 @@ def run_function(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, secrets: dict[
             from trainplane.runtime.ray_train import run_with_ray_train
 
             run_with_ray_train(spec, on_gpu=on_gpu, restarts_left=restarts_left)
-    except Preempted:
-        return _stopped_for_preemption()
+    except Preempted as stop:
+        return _stopped_for_preemption(stop.reason)
     except Exception as exc:
         traceback.print_exc()
         if workers > 1:
@@ -206,16 +218,16 @@ def run_function(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, secrets: dict[
             time.sleep(LOG_GRACE_SECONDS)
         print(f"{tp_env.TRAINING_FAILED}{failure_cause(exc)}", flush=True)
         return EXIT_TRAINING_FAILED
-    if workers > 1 and checkpointed_for_preemption(
-        os.environ.get(tp_env.CHECKPOINT_URI), os.environ.get(tp_env.ATTEMPT_ID)
-    ):
-        return _stopped_for_preemption()
+    stopped = _checkpointed_to_stop() if workers > 1 else None
+    if stopped:
+        return _stopped_for_preemption(stopped)
     print("trainplane: training finished", flush=True)
     return 0
 
 
-def _stopped_for_preemption() -> int:
-    print("trainplane: stopped for preemption; the next attempt resumes from here", flush=True)
+def _stopped_for_preemption(reason: str = CHECKPOINT_REASON) -> int:
+    """Preempted or pruned, the exit is the same: the scheduler knows which."""
+    print(stopped_message(reason), flush=True)
     return EXIT_PREEMPTED
 
 

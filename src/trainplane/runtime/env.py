@@ -13,6 +13,9 @@ ATTEMPT_TOKEN = "TRAINPLANE_ATTEMPT_TOKEN"  # authenticates this attempt's progr
 CHECKPOINT_URI = "TRAINPLANE_CHECKPOINT_URI"  # <storage>/<project>/<job-id>/checkpoints
 MODEL_URI = "TRAINPLANE_MODEL_URI"  # <storage>/<project>/<job-id>/model, for register_model
 RESTARTS_LEFT = "TRAINPLANE_RESTARTS_LEFT"  # worker-group restarts this attempt may use
+# A sweep's trial only: the steps at which its sweep judges it ("10,30,90"); rank 0
+# reports each one as soon as it reaches it and waits for the answer.
+DECISION_STEPS = "TRAINPLANE_DECISION_STEPS"
 # Set by the attempt's entrypoint: the pid of Ray's job supervisor, the
 # driver's parent (the driver ends itself when that parent is gone).
 SUPERVISOR_PID = "TRAINPLANE_SUPERVISOR_PID"

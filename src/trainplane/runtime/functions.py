@@ -16,7 +16,7 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.context import TrainContext
 from trainplane.runtime.preemption import Preempted
-from trainplane.runtime.reporting import ProgressReporter
+from trainplane.runtime.reporting import ProgressReporter, decision_steps_of
 from trainplane.runtime.results import ResultSender
 from trainplane.shipped_calls import SHIPPED_FUNCTION
 
@@ -59,6 +59,7 @@ def run_rank(
             attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
             token=os.environ.get(tp_env.ATTEMPT_TOKEN),
             metrics_file=os.environ.get(tp_env.METRICS_FILE),
+            decision_steps=decision_steps_of(os.environ),
         )
     context = TrainContext(
         spec,

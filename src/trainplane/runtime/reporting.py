@@ -5,6 +5,9 @@ also the attempt's heartbeat), so a slow or unreachable control plane never
 slows a step. The answer may ask the attempt to stop (it was preempted):
 ``stop_reason`` is set, and the training loop acts on it at its next report.
 A 409 means the control plane considers the attempt over: the reporter stops.
+A sweep's trial reports each decision step at once and waits for the answer
+(``TRAINPLANE_DECISION_STEPS``): its sweep judges it there, and a trial to
+prune stops at that step, not a couple of seconds of training later.
 A 429 (reporting too often) makes it wait the Retry-After asked, points kept.
 Without a control plane (a local run) points can go to a JSON Lines file
 instead.
@@ -21,7 +24,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
@@ -35,6 +38,9 @@ from trainplane.jobs.progress import (
 from trainplane.runtime import env as tp_env
 
 SEND_EVERY_SECONDS = 2.0
+# At a sweep's decision step rank 0 waits this long at most for the answer
+# (whether the trial goes on); past it, training goes on and hears it later.
+DECISION_WAIT_SECONDS = 30.0
 HEARTBEAT_SECONDS = 10.0  # with nothing new to send, post this often anyway
 MAX_BATCH = 1000
 MAX_QUEUED = 20_000  # beyond this the oldest points are dropped, never the run
@@ -60,6 +66,8 @@ class ProgressReporter:
         metrics_file: str | None = None,
         send_every: float = SEND_EVERY_SECONDS,
         on_stop: Callable[[str], None] | None = None,
+        decision_steps: Sequence[int] = (),
+        decision_wait: float = DECISION_WAIT_SECONDS,
     ) -> None:
         self.endpoint = progress_endpoint(url, job_id, attempt_id, token)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -79,6 +87,12 @@ class ProgressReporter:
         self.last_sent = 0.0
         self.retry_at = 0.0  # a 429 asked to wait until then (time.monotonic())
         self.sending = False  # a batch is out of the queue but not yet delivered
+        # A sweep's trial: the decision steps not reached yet, ascending; the
+        # highest step of a batch the control plane has answered, under ``answered``.
+        self.decision_steps = sorted(set(decision_steps))
+        self.decision_wait = decision_wait
+        self.answered = threading.Condition()
+        self.answered_step = -1
         self.thread: threading.Thread | None = None
         if self.endpoint:
             self.thread = threading.Thread(
@@ -104,6 +118,26 @@ class ProgressReporter:
             self.queue.append(point)
             self.step = step
             self.total_steps = total_steps
+        if self.decision_steps and step >= self.decision_steps[0]:
+            while self.decision_steps and step >= self.decision_steps[0]:
+                self.decision_steps.pop(0)
+            self._await_answer(step)
+
+    def _await_answer(self, step: int) -> None:
+        """Send what is queued now and wait (at most ``decision_wait``) until
+        the control plane answered a batch up to ``step``: the sweep judges the
+        trial at a decision step, and a stop it asks for is known on return."""
+        self.wake.set()
+        with self.answered:
+            heard = self.answered.wait_for(
+                lambda: self.answered_step >= step or self.revoked, self.decision_wait
+            )
+        if not heard:
+            print(
+                f"trainplane: no answer to the report of decision step {step} within "
+                f"{self.decision_wait:g} s; going on",
+                flush=True,
+            )
 
     def flush(self, timeout: float = 2.0) -> None:
         """Wait (at most ``timeout`` seconds) until what is queued has been sent."""
@@ -161,6 +195,7 @@ class ProgressReporter:
             # its token no longer holds (401): nothing sent now would count.
             self.revoked = True
             print(f"trainplane: progress reports stopped ({answer.status_code})", flush=True)
+            self._answered(batch)
             return
         if answer is not None and answer.status_code == 429:
             # Reporting too often: wait as asked, keep the points, never fail the run.
@@ -180,6 +215,13 @@ class ProgressReporter:
                 f"{answer.text[:300]}",
                 flush=True,
             )
+        self._answered(batch)  # after the stop it asks for is known
+
+    def _answered(self, batch: list[MetricPoint]) -> None:
+        with self.answered:
+            if batch:
+                self.answered_step = max(self.answered_step, max(p.step for p in batch))
+            self.answered.notify_all()  # a waiter also wakes for a revoked reporter
 
     def _read_answer(self, answer: httpx.Response) -> None:
         reason = stop_reason_of(answer)
@@ -191,6 +233,16 @@ class ProgressReporter:
             )
             if self.on_stop is not None:
                 self.on_stop(reason)
+
+
+def decision_steps_of(environ: Mapping[str, str]) -> list[int]:
+    """The steps at which a sweep judges this trial (TRAINPLANE_DECISION_STEPS);
+    none for any other job, or when the value does not read."""
+    text = environ.get(tp_env.DECISION_STEPS) or ""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        return []
 
 
 def stop_reason_of(answer: httpx.Response) -> str | None:
