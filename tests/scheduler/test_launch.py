@@ -27,7 +27,9 @@ def _spec(**overrides):
     return parse_spec(small_spec(**overrides))
 
 
-def _request(spec, restarts_used=0, *, access=None, start_timeout=FIXED_START_TIMEOUT):
+def _request(
+    spec, restarts_used=0, *, access=None, start_timeout=FIXED_START_TIMEOUT, decision_steps=()
+):
     return launch_request(
         job_id="job-1",
         attempt_id="attempt-1",
@@ -41,6 +43,7 @@ def _request(spec, restarts_used=0, *, access=None, start_timeout=FIXED_START_TI
         access=access,
         project="alpha",
         start_timeout=start_timeout,
+        decision_steps=decision_steps,
     )
 
 
@@ -55,6 +58,12 @@ def test_an_attempt_gets_its_token_checkpoint_and_model_folders_and_url():
     assert env[tp_env.MODEL_URI] == "/ckpt/default/job-1/model"
     assert env[tp_env.CONTROL_PLANE_URL] == "http://tp:8080"
     assert (env[tp_env.JOB_ID], env[tp_env.ATTEMPT_ID]) == ("job-1", "attempt-1")
+
+
+def test_only_a_sweeps_trial_gets_decision_steps():
+    assert tp_env.DECISION_STEPS not in _env(_spec())  # nothing changes for other jobs
+    request = _request(_spec(), decision_steps=(10, 30, 90))
+    assert request.runtime_env["env_vars"][tp_env.DECISION_STEPS] == "10,30,90"
 
 
 def test_the_launch_hands_the_clusters_wait_to_ray_train_and_the_gang():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ def launch_request(
     access: FileAccess | None = None,
     project: str = "",
     start_timeout: float = FIXED_START_TIMEOUT,
+    decision_steps: Sequence[int] = (),
 ) -> LaunchRequest:
     """``start_timeout``: how long the attempt waits for its cluster to place
     its workers (runtime.start_timeout; the job's own entrypoint.env may set
@@ -56,7 +58,8 @@ def launch_request(
     ``access``: what this server may ship from its own disk (None: nothing),
     asked again at every launch: a spec accepted before the rule, or a
     TRAINPLANE_SERVER_PATHS that shrank since, must not ship what the rule
-    now refuses. ``project``: the job's, for the refusal's advice."""
+    now refuses. ``project``: the job's, for the refusal's advice.
+    ``decision_steps``: a sweep's trial's (``jobs.sweep_search``)."""
     entrypoint = entrypoint_of(spec)  # None: the kind runs a recipe
     env_vars = {
         START_TIMEOUT_ENV: f"{start_timeout:g}",
@@ -76,6 +79,9 @@ def launch_request(
         "RAY_COLOR_PREFIX": "0",
         "RAY_DEDUP_LOGS": "0",
     }
+    if decision_steps:
+        # A sweep's trial: its runtime reports these steps at once (runtime.reporting).
+        env_vars[tp_env.DECISION_STEPS] = ",".join(str(step) for step in decision_steps)
     if control_plane_url:
         env_vars[tp_env.CONTROL_PLANE_URL] = control_plane_url
     elif entrypoint is not None and entrypoint.secrets:

@@ -93,6 +93,7 @@ def advance(
                 code_folder=context.bundles.folder(work.project_name, code)
                 if code and context.bundles
                 else None,
+                decision_steps=work.decision_steps,
             )
             new = ray.submit(
                 work.attempt_id,

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
-from trainplane.db.models import Cluster, Job, JobAttempt
+from trainplane.db.models import Cluster, Job, JobAttempt, SweepTrial
 from trainplane.errors import StaleStateError
 from trainplane.jobs.attempts import RayJobStatus, StopReason, decide
 from trainplane.jobs.durations import format_duration
@@ -84,6 +84,9 @@ class AttemptWork:
     # How long its workers may wait to be placed: its cluster's (autoscaling
     # clusters need minutes to add a node).
     start_timeout: float = FIXED_START_TIMEOUT
+    # Only for a PENDING attempt of a sweep's trial: the steps at which the
+    # sweep judges it (its runtime reports them at once and waits).
+    decision_steps: tuple[int, ...] = ()
 
 
 @dataclass
@@ -160,7 +163,7 @@ def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str,
     """What launching the next attempt of each job needs to know about the
     earlier ones: how many restarts they used (jobs.retries), and whether the
     last one was preempted (the next resumes from its checkpoint whatever the
-    spec says)."""
+    spec says); and for a sweep's trial, its decision steps."""
     if not job_ids:
         return {}
     history: dict[str, dict[str, Any]] = {
@@ -174,6 +177,11 @@ def _launch_history(session: Session, job_ids: list[str]) -> dict[str, dict[str,
     )
     for row in rows:
         history[row.job_id]["after_preemption"] = row.stop_reason == StopReason.PREEMPTED
+    trials = session.execute(
+        select(SweepTrial.job_id, SweepTrial.decision_steps).where(SweepTrial.job_id.in_(job_ids))
+    )
+    for trial in trials:
+        history[trial.job_id]["decision_steps"] = tuple(trial.decision_steps or ())
     return history
 
 
