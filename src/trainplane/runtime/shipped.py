@@ -13,6 +13,8 @@ from trainplane.shipped_calls import PAYLOAD_PATH, unpack_call
 def call(ctx: TrainContext) -> Any:
     payload = Path(ctx.args.get("payload", PAYLOAD_PATH))
     shipped = unpack_call(payload.read_bytes())
-    # The entrypoint's args describe the shipping; the function gets its own.
+    # The entrypoint's args describe the shipping; the function gets its own,
+    # and by name any other the spec sets (a sweep's trial: entrypoint.args.lr).
+    swept = {k: v for k, v in ctx.args.items() if k not in ("payload", "function")}
     ctx.args = {}
-    return shipped.function(ctx, *shipped.args, **shipped.kwargs)
+    return shipped.function(ctx, *shipped.args, **{**shipped.kwargs, **swept})

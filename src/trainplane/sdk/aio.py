@@ -101,6 +101,9 @@ class AsyncClient:
     async def cancel(self, job_id: str) -> m.Job:
         return await self._run(calls.cancel(job_id))
 
+    async def trials(self, job_id: str) -> m.Trials:
+        return await self._run(calls.trials(job_id))
+
     async def wait(self, job_id: str, **options: Unpack[WaitOptions]) -> m.Job:
         waiter = Waiter(options)
         while True:

@@ -29,6 +29,7 @@ LOGS = Operation("GET", "/v1/jobs/{job_id}/logs", str)
 METRICS = Operation("GET", "/v1/jobs/{job_id}/metrics", m.Metrics)
 CHECKPOINTS = Operation("GET", "/v1/jobs/{job_id}/checkpoints", m.Checkpoints)
 RESULT = Operation("GET", "/v1/jobs/{job_id}/result", m.JobResult)
+TRIALS = Operation("GET", "/v1/jobs/{job_id}/trials", m.Trials)
 UPLOAD_BUNDLE = Operation("POST", "/v1/projects/{project}/bundles", m.Bundle)
 GET_BUNDLE = Operation("GET", "/v1/projects/{project}/bundles/{digest}", m.Bundle)
 PUT_INPUT = Operation("PUT", "/v1/projects/{project}/inputs/{digest}", m.InputFile)
@@ -83,6 +84,7 @@ class JobFilters(TypedDict, total=False):
     status: str | Iterable[str]  # any of these
     project: str
     name: str
+    parent: str  # a sweep's id: its trials
 
 
 class ClusterOptions(TypedDict, total=False):
@@ -150,7 +152,8 @@ def list_jobs(
     status = filters.get("status")
     statuses = [status] if isinstance(status, str) else list(status or [])
     params = {"status": statuses or None, "project": filters.get("project")}
-    params.update(name=filters.get("name"), limit=limit, cursor=cursor)
+    params.update(name=filters.get("name"), parent=filters.get("parent"))
+    params.update(limit=limit, cursor=cursor)
     return LIST_JOBS.call(params=params)
 
 
@@ -160,6 +163,10 @@ def job(job_id: str) -> Call[m.Job]:
 
 def job_model(job_id: str) -> Call[m.JobModel | None]:
     return GET_JOB.call(job_id=job_id, pick=lambda found: found.registered_model)
+
+
+def trials(job_id: str) -> Call[m.Trials]:
+    return TRIALS.call(job_id=job_id)
 
 
 def cancel(job_id: str) -> Call[m.Job]:

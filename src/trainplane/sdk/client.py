@@ -116,6 +116,10 @@ class Client:
     def cancel(self, job_id: str) -> m.Job:
         return self._run(calls.cancel(job_id))
 
+    def trials(self, job_id: str) -> m.Trials:
+        """A sweep's trials (parameters, status, objective values) and its best trial."""
+        return self._run(calls.trials(job_id))
+
     def wait(self, job_id: str, **options: Unpack[WaitOptions]) -> m.Job:
         """The job once it has ended, however it ended (see ``Job.raise_for_status``).
         ``on_progress(job)`` hears of each change of status, reason or step.

@@ -11,6 +11,8 @@ function returned (or raises with the remote traceback and the job id).
     final_loss = train(steps=100)        # waits, showing progress
     call = train.submit(steps=100)       # or: returns at once
     call.job_id, call.result()
+    search = train.sweep(steps=100, parameters={"lr": [1e-3, 1e-2]}, objective="loss")
+    search.result().best_trial           # a sweep whose trials are calls
 
 The function's first argument is the rank's TrainContext; the call's own
 arguments follow it. The options are the job spec's fields (DESIGN.md);
@@ -28,7 +30,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
@@ -37,8 +39,11 @@ from trainplane.sdk.call_errors import RemoteFunctionError, ShippingError
 from trainplane.sdk.errors import ConnectionFailed, JobFailed, NotFound, TrainplaneError
 from trainplane.sdk.models import Job
 from trainplane.sdk.progress import ProgressLine
-from trainplane.sdk.shipping import MAX_PAYLOAD_BYTES, pack
+from trainplane.sdk.shipping import MAX_PAYLOAD_BYTES, PackedCall, pack
 from trainplane.shipped_calls import PAYLOAD_PATH, SHIPPED_FUNCTION
+
+if TYPE_CHECKING:
+    from trainplane.sdk.distributed_sweeps import RemoteSweep
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -168,6 +173,54 @@ class DistributedFunction(Generic[P, R]):
         """Ship the call and queue its job; returns without waiting."""
         packed = pack(self.function, args, kwargs, max_payload_bytes=self.max_payload_bytes)
         spec = self.spec_for(packed.digest)
+        shape = f"{spec['resources']['gpus']} GPU(s), {spec['strategy']['type']}"
+        job = self._queue(spec, packed, packed.name, shape)
+        return RemoteCall(self.client, job, packed.name, progress=self.progress)
+
+    def sweep(
+        self,
+        *args: Any,
+        parameters: dict[str, Any],
+        objective: str | dict[str, Any],
+        search: dict[str, Any] | None = None,
+        early_stop: dict[str, Any] | None = None,
+        register_model: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> RemoteSweep:
+        """Search ``parameters`` (argument names, or spec paths such as
+        ``strategy.type``) over trials that each call the function with
+        ``args``/``kwargs`` and their own values; returns without waiting.
+        See ``trainplane.sdk.distributed_sweeps``."""
+        from trainplane.jobs.spec import job_spec_adapter
+        from trainplane.sdk.distributed_sweeps import RemoteSweep, SweepOptionsError, sweep_spec
+
+        packed = pack(self.function, args, kwargs, max_payload_bytes=self.max_payload_bytes)
+        try:
+            document = sweep_spec(
+                self.function,
+                self.spec_for(packed.digest),
+                passed=kwargs,
+                parameters=parameters,
+                objective=objective,
+                search=search,
+                early_stop=early_stop,
+                register_model=register_model,
+                name=name,
+            )
+            model = job_spec_adapter.validate_python(document)
+        except SweepOptionsError as exc:
+            raise InvalidOptions(f"{self.function.__qualname__}.sweep: {exc}") from None
+        except ValidationError as exc:
+            raise InvalidOptions(_describe(self.function, exc)) from None
+        spec = model.model_dump(mode="json", exclude_none=True)
+        shape = f"{len(spec['parameters'])} parameter(s), {model.trial_count} trials"
+        job = self._queue(spec, packed, f"a sweep of {packed.name}", shape)
+        return RemoteSweep(self.client, job, packed.name, progress=self.progress)
+
+    def _queue(self, spec: dict[str, Any], packed: PackedCall, what: str, shape: str) -> Job:
+        """The call's code bundle stored (unless the project has it), its spec
+        submitted, and said so (``what`` is job ... (``shape``))."""
         client = self._client()
         project = spec["project"]
         try:
@@ -181,12 +234,11 @@ class DistributedFunction(Generic[P, R]):
             job = client.submit(spec, idempotency_key=key)  # the same key: never a second job
         if self.progress:
             print(
-                f"trainplane: {packed.name} is job {job.id} in project {project} "
-                f"({spec['resources']['gpus']} GPU(s), {spec['strategy']['type']}); "
+                f"trainplane: {what} is job {job.id} in project {project} ({shape}); "
                 f"{client.url}/jobs/{job.id}",
                 flush=True,
             )
-        return RemoteCall(client, job, packed.name, progress=self.progress)
+        return job
 
     def options_with(self, **changes: Any) -> DistributedFunction[P, R]:
         """The same function with some options changed (``strategy="fsdp"``)."""
@@ -310,7 +362,7 @@ def _describe(function: Callable[..., Any], exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         location = [str(part) for part in error["loc"]]
-        if location and location[0] == "train":
+        if location and location[0] in ("train", "sweep"):
             location = location[1:]  # the union's tag
         lines.append(f"{'.'.join(location) or 'spec'}: {error['msg']}")
     name = getattr(function, "__qualname__", "the function")

@@ -72,6 +72,7 @@ class JobSummary(Model):
     gpu_hours: float = 0.0
     cost: float = 0.0
     lost_gpu_hours: float = 0.0
+    parent: str | None = None  # a trial's sweep
 
     @property
     def is_terminal(self) -> bool:
@@ -132,8 +133,75 @@ class JobModel(Model):
     uri: str
 
 
+# --- sweeps ----------------------------------------------------------------------------
+
+
+class TrialObjective(Model):
+    metric: str
+    value: float | None = None
+
+
+class BestTrial(Model):
+    """The succeeded trial with the best objective value."""
+
+    id: str
+    name: str
+    number: int
+    parameters: dict[str, Any]
+    objective: TrialObjective
+
+
+class TrialCounts(Model):
+    """A sweep's trials by how they stand (running: not ended yet)."""
+
+    running: int = 0
+    succeeded: int = 0
+    pruned: int = 0
+    failed: int = 0
+
+
+class Trial(Model):
+    """One trial of a sweep: an ordinary job (``id``) with its parameters and
+    its objective's last and best values; ``values`` by decision step."""
+
+    id: str
+    name: str
+    number: int
+    status: JobStatus
+    reason: str
+    parameters: dict[str, Any]
+    objective: str
+    last_value: float | None = None
+    best_value: float | None = None
+    step: int | None = None
+    values: dict[str, float] = {}
+    gpu_hours: float = 0.0
+    cost: float = 0.0
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def pruned(self) -> bool:
+        return self.status == JobStatus.CANCELLED and self.reason.startswith("pruned")
+
+
+class SweepObjective(Model):
+    metric: str
+    mode: Literal["min", "max"]
+
+
+class Trials(Model):
+    """A sweep's trials by number, its objective and its best trial so far."""
+
+    items: list[Trial]
+    objective: SweepObjective
+    best_trial: BestTrial | None = None
+
+
 class Job(JobSummary):
-    """A job in full: its spec, attempts, progress, tracking and model."""
+    """A job in full: its spec, attempts, progress, tracking and model; a
+    sweep's best trial and trial counts."""
 
     spec: dict[str, Any]
     attempts: list[Attempt] = []
@@ -142,6 +210,8 @@ class Job(JobSummary):
     tracking: Tracking
     registered_model: JobModel | None = None
     strategy_reason: str = ""
+    best_trial: BestTrial | None = None
+    trials: TrialCounts | None = None
 
 
 class Event(Model):

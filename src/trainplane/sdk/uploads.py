@@ -20,6 +20,7 @@ before anything is uploaded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Awaitable, Callable, Generator, Iterator
 from pathlib import Path
@@ -70,16 +71,44 @@ def prepare(
     """The spec to send. ``upload``: True sends the local files whatever
     the server, False sends their paths as they are (a server whose
     ``TRAINPLANE_SERVER_PATHS`` holds them), None decides by the server."""
-    files = local_files(document)
+    job = _job_part(document)
+    files = local_files(job)
     if not files or upload is False or not _valid(document):
         return document
-    check_code(document, files)
+    with _fields_in_trial(document):
+        check_code(job, files)
     if upload is None and is_loopback(url):
         facts = yield calls.whoami()
         if facts.server is not None and facts.server.local_paths:
             return document  # `trainplane up` on this machine reads them itself
-    check_inputs(files)
-    return (yield from send_local_files(document, files, note))
+    with _fields_in_trial(document):
+        check_inputs(files)
+        sent = yield from send_local_files(job, files, note)
+    if job is document:
+        return sent
+    return {**document, "trial": {k: v for k, v in sent.items() if k != "project"}}
+
+
+def _is_sweep(document: dict[str, Any]) -> bool:
+    return document.get("kind") == "sweep" and isinstance(document.get("trial"), dict)
+
+
+def _job_part(document: dict[str, Any]) -> dict[str, Any]:
+    """What names the files: a sweep's trial (in the sweep's project), else the spec."""
+    if not _is_sweep(document):
+        return document
+    return {**document["trial"], "project": document.get("project") or "default"}
+
+
+@contextlib.contextmanager
+def _fields_in_trial(document: dict[str, Any]) -> Iterator[None]:
+    """A sweep's problems are its trial's fields (``trial.entrypoint.working_dir``)."""
+    try:
+        yield
+    except LocalFilesError as exc:
+        if not _is_sweep(document):
+            raise
+        raise LocalFilesError([(f"trial.{f}", message) for f, message in exc.problems]) from None
 
 
 def _valid(document: dict[str, Any]) -> bool:
