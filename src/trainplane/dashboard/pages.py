@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from trainplane import __version__
 from trainplane.api.authentication import credential_of, same_origin
-from trainplane.dashboard import formatting
+from trainplane.dashboard import formatting, sweeps
 from trainplane.dashboard.api import DashboardApi
 from trainplane.dashboard.cookies import clear_token_cookie, set_token_cookie
 from trainplane.dashboard.static_files import asset_version
@@ -40,6 +40,7 @@ _templates = Environment(
     lstrip_blocks=True,
 )
 _templates.filters.update(formatting.FILTERS)
+_templates.filters.update(sort_value=sweeps.sort_value, shown=sweeps.shown)
 _templates.globals.update(
     version=__version__, asset_version=asset_version, statuses=[s.value for s in JobStatus]
 )
@@ -137,14 +138,23 @@ async def jobs_rows(request: Request, query: JobListQueryDep) -> HTMLResponse:
     return await _render(request, "_job_rows.html", build)
 
 
+async def _nothing() -> None:
+    return None
+
+
 async def _job_context(api: DashboardApi, job_id: str) -> Context:
-    job, events, checkpoints, me, result = await api.gather(
-        api.get(f"/v1/jobs/{job_id}"),
+    job = await api.get(f"/v1/jobs/{job_id}")
+    if job["kind"] == "sweep":
+        return await _sweep_context(api, job)
+    parent = job.get("parent")
+    events, checkpoints, me, result, sweep = await api.gather(
         api.get(f"/v1/jobs/{job_id}/events", {"limit": 1000}),
         api.get_or_error(f"/v1/jobs/{job_id}/checkpoints"),
         api.get("/v1/whoami"),
         # A function job's return value or exception; a 404 until it has one.
         api.get_or_error(f"/v1/jobs/{job_id}/result", {"value": "false"}),
+        # A trial links to its sweep, by name.
+        api.get_or_error(f"/v1/jobs/{parent}") if parent else _nothing(),
     )
     failed = isinstance(checkpoints, TrainplaneError)
     role = me["everywhere"] or me["roles"].get(job["project"])
@@ -156,6 +166,23 @@ async def _job_context(api: DashboardApi, job_id: str) -> Context:
         "checkpoints": None if failed else checkpoints,
         "checkpoints_error": checkpoints if failed else None,
         "result": None if isinstance(result, TrainplaneError) else result,
+        "parent": None if isinstance(sweep, TrainplaneError) else sweep,
+    }
+
+
+async def _sweep_context(api: DashboardApi, job: Context) -> Context:
+    """A sweep has no attempts, logs or checkpoints of its own: its trials."""
+    events, me, trials = await api.gather(
+        api.get(f"/v1/jobs/{job['id']}/events", {"limit": 1000}),
+        api.get("/v1/whoami"),
+        api.get(f"/v1/jobs/{job['id']}/trials"),
+    )
+    role = me["everywhere"] or me["roles"].get(job["project"])
+    return {
+        "job": job,
+        "can_cancel": role in ("member", "admin"),
+        "events": events["items"],
+        "sweep": sweeps.sweep_context(job, trials),
     }
 
 

@@ -7,6 +7,10 @@ reported since the last pass and the attempts' tags, and once the job has
 ended and every point is in, registers its model (on success) and closes the
 run. What got done is applied while the lease holds; a failure is recorded on
 the job and the pass is tried again later. Nothing here ever fails a job.
+
+A sweep's run is the parent of its trials' runs (``tracking.sweep_run``): a
+trial's run is opened only once the sweep's exists, nested under it. A trial
+never registers its model; the sweep that succeeded registers its best trial's.
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ from trainplane.tracking.run_data import (
     key,
     run_params,
     run_tags,
+)
+from trainplane.tracking.sweep_run import (
+    PARENT_TAG,
+    best_metric,
+    sweep_params,
+    sweep_signature,
+    sweep_tags,
 )
 
 log = logging.getLogger(__name__)
@@ -144,6 +155,11 @@ def sync(
             # job's tracking ends here, with the reason as its error.
             result.error, result.finished = refused, True
             return result
+        if work.parent_id and not work.run_id and not work.parent_run_id:
+            if work.parent_gave_up:
+                result.error, result.finished = f"nothing written to MLflow: {NO_PARENT}", True
+            # Else the sweep's run is not made yet: due again after the interval.
+            return result
         run_id = work.run_id or _open_run(work, mlflow, result, job_url)
         if work.points:
             metrics = [
@@ -153,15 +169,34 @@ def sync(
             ]
             mlflow.log(run_id, metrics=metrics)
             result.synced_metric_id = work.points[-1].id
-        signature = attempts_signature(work.attempts)
+        signature = _signature(work)
         if signature != work.synced_attempts:
-            mlflow.log(run_id, tags=attempt_tags(work.attempts))
+            _log_progress(work, mlflow, run_id, now)
             result.synced_attempts = signature
         if work.can_finish:
             _finish(work, mlflow, run_id, result, now, job_url, keep_lease, claim_name)
     except (TrackingError, StorageError) as exc:
         result.error = str(exc)
     return result
+
+
+NO_PARENT = "the trial's sweep has no MLflow run to nest the trial's run under"
+
+
+def _signature(work: TrackingWork) -> str:
+    return sweep_signature(work.sweep) if work.sweep else attempts_signature(work.attempts)
+
+
+def _log_progress(work: TrackingWork, mlflow: MlflowTracking, run_id: str, now: datetime) -> None:
+    """The attempts' tags of a job; the trial counts and best objective of a sweep."""
+    sweep = work.sweep
+    if sweep is None:
+        mlflow.log(run_id, tags=attempt_tags(work.attempts))
+        return
+    metrics = []
+    if sweep.best_value is not None:
+        metrics = [MetricValue(best_metric(sweep), sweep.best_value, _ms(now), sweep.ended)]
+    mlflow.log(run_id, tags=sweep_tags(sweep), metrics=metrics)
 
 
 def _open_run(
@@ -182,10 +217,13 @@ def _open_run(
             version=__version__,
             job_url=job_url,
         )
+        if work.parent_run_id:
+            tags[PARENT_TAG] = work.parent_run_id
         run_id = mlflow.create_run(
             experiment_id, name=work.name, start_time_ms=_ms(started), tags=tags
         )
-    mlflow.log(run_id, params=run_params(work.spec, work.attempts))
+    params = sweep_params(work.spec) if work.sweep else run_params(work.spec, work.attempts)
+    mlflow.log(run_id, params=params)
     # entrypoint.env with its values hidden, as in the parameters.
     spec_document = json.dumps(redacted_spec(work.spec), indent=2)
     mlflow.log_document(run_id, spec_document, "trainplane/spec.json")
@@ -204,14 +242,18 @@ def _register(
 ) -> str | None:
     """Register the job's model; why there is none, if it has none."""
     wanted = work.spec["register_model"]
+    # A sweep logs its best trial's model to its own run: the version names that trial.
+    job_id = work.sweep.best_trial_id if work.sweep else work.job_id
+    if not job_id:
+        return "nothing registered: no trial reported the objective"
     registration = Registration(
         name=wanted["name"],
         alias=wanted.get("alias"),
         run_id=run_id,
         model_root=work.model_root,
-        job_id=work.job_id,
+        job_id=job_id,
         project=work.project,
-        job_url=job_url,
+        job_url=job_url if job_id == work.job_id else None,
     )
     try:
         with keep_lease() as lease:
@@ -232,7 +274,8 @@ def _finish(
     keep_lease: Callable[[], LeaseKeeper],
     claim_name: NameClaim,
 ) -> None:
-    wanted = work.spec.get("register_model")
+    # A trial's spec names the sweep's model only so that its runtime exports it.
+    wanted = work.spec.get("register_model") if work.parent_id is None else None
     unavailable = None
     if wanted and work.status is JobStatus.SUCCEEDED and work.model_version is None:
         model = NameUse(names.MODEL, wanted["name"])
@@ -244,14 +287,19 @@ def _finish(
         AttemptSpan(a.gpus, a.started_at, a.finished_at, a.price_per_gpu_hour)
         for a in work.attempts
     ]
+    used = (gpu_hours(spans, end), cost(spans, end), lost_gpu_hours(spans, end))
+    if work.sweep:  # no attempts of its own: its trials'
+        used = (work.sweep.gpu_hours, work.sweep.cost, work.sweep.lost_gpu_hours)
     mlflow.log(
         run_id,
         metrics=[
-            MetricValue(f"{TAG}gpu_hours", gpu_hours(spans, end), _ms(end), 0),
-            MetricValue(f"{TAG}cost", cost(spans, end), _ms(end), 0),
-            MetricValue(f"{TAG}lost_gpu_hours", lost_gpu_hours(spans, end), _ms(end), 0),
+            MetricValue(f"{TAG}{name}", value, _ms(end), 0)
+            for name, value in zip(("gpu_hours", "cost", "lost_gpu_hours"), used, strict=True)
         ],
-        tags={**attempt_tags(work.attempts), f"{TAG}status": work.status.value},
+        tags={
+            **({} if work.sweep else attempt_tags(work.attempts)),
+            f"{TAG}status": work.status.value,
+        },
     )
     events = "".join(
         json.dumps(
@@ -269,7 +317,7 @@ def _finish(
     mlflow.log_document(run_id, events, "trainplane/events.jsonl")
     mlflow.finish(run_id, RUN_STATUS[work.status], _ms(end))
     result.finished = True
-    result.synced_attempts = attempts_signature(work.attempts)
+    result.synced_attempts = _signature(work)
     result.error = unavailable
 
 

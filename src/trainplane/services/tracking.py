@@ -5,10 +5,15 @@ due rows under a lease (``services.leases``), writes to MLflow with no
 transaction open, and applies what it achieved only while its token still holds. The metric
 points stay in ``job_metrics`` until the run has them: that table is the
 buffer that keeps them while MLflow is away.
+
+A sweep's row (made when the sweep starts) tracks the parent run of its
+trials' runs: a pass over it reads the best trial so far and, once the sweep
+has ended, where the best trial's exported model is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,7 +28,9 @@ from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
 from trainplane.services.leases import claim_due
 from trainplane.services.locations import model_root
 from trainplane.services.names import EXPERIMENT, MODEL, names_of, owner_ids
+from trainplane.services.usage import job_usage
 from trainplane.tracking.run_data import AttemptFacts, experiment_name
+from trainplane.tracking.sweep_run import SweepFacts
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,12 @@ class TrackingWork:
     # owner_ids); None: no one's yet. The loop writes only to its project's own.
     experiment_owner: str | None = None
     model_owner: str | None = None
+    # A trial's sweep, and the sweep's run once it has one (its run's parent).
+    parent_id: str | None = None
+    parent_run_id: str | None = None
+    # Whether the sweep's tracking ended with no run: the trial's run has no parent to have.
+    parent_gave_up: bool = False
+    sweep: SweepFacts | None = None  # for a sweep
 
     @property
     def ended(self) -> bool:
@@ -154,12 +167,17 @@ def claim_tracking(
         attempts = _attempts(session, ids)
         uses = {job.id: names_of(job.spec, job.project_name) for _, job in rows}
         owners = owner_ids(session, [use for found in uses.values() for use in found])
+        parents = _parent_runs(session, {job.parent_id for _, job in rows if job.parent_id})
         works = []
         for tracking, job in rows:
             named = {use.kind: owners.get(use) for use in uses[job.id]}
             points, more = _points(session, job.id, tracking.synced_metric_id, points_per_pass)
             status = JobStatus(job.status)
             finishing = status in TERMINAL_STATUSES and not more
+            sweep = (
+                _sweep_facts(session, job, default_storage, now) if job.kind == "sweep" else None
+            )
+            parent_run, parent_gave_up = parents.get(job.parent_id or "", (None, False))
             works.append(
                 TrackingWork(
                     job_id=job.id,
@@ -176,8 +194,10 @@ def claim_tracking(
                     run_id=tracking.run_id,
                     synced_attempts=tracking.synced_attempts,
                     model_version=tracking.model_version,
-                    model_root=model_root(
-                        job.folder, load_spec(job.spec), job.project_name, job.id, default_storage
+                    model_root=(
+                        (sweep.best_model_root or "")
+                        if sweep is not None
+                        else _model_root(job, default_storage)
                     ),
                     attempts=attempts.get(job.id, []),
                     points=points,
@@ -186,9 +206,58 @@ def claim_tracking(
                     project_id=job.project_id,
                     experiment_owner=named.get(EXPERIMENT),
                     model_owner=named.get(MODEL),
+                    parent_id=job.parent_id,
+                    parent_run_id=parent_run,
+                    parent_gave_up=parent_gave_up,
+                    sweep=sweep,
                 )
             )
         return works
+
+
+def _model_root(job: Job, default_storage: str) -> str:
+    return model_root(job.folder, load_spec(job.spec), job.project_name, job.id, default_storage)
+
+
+def _parent_runs(session: Session, sweep_ids: set[str]) -> dict[str, tuple[str | None, bool]]:
+    """Each sweep's run id (None: not made yet), and whether its tracking
+    ended without one (a sweep not tracked at all counts as that too)."""
+    if not sweep_ids:
+        return {}
+    rows = session.execute(
+        select(JobTracking.job_id, JobTracking.run_id, JobTracking.finished_at).where(
+            JobTracking.job_id.in_(sorted(sweep_ids))
+        )
+    )
+    found = {
+        job_id: (run_id, run_id is None and ended is not None) for job_id, run_id, ended in rows
+    }
+    return {sweep_id: found.get(sweep_id, (None, True)) for sweep_id in sweep_ids}
+
+
+def _sweep_facts(session: Session, sweep: Job, default_storage: str, now: datetime) -> SweepFacts:
+    from trainplane.services.sweeps import sweep_summary
+
+    summary = sweep_summary(session, sweep)
+    best = summary.best_trial if summary is not None else None
+    usage = job_usage(session, [sweep.id], now).get(sweep.id)
+    facts = SweepFacts(
+        metric=sweep.spec["objective"]["metric"],
+        counts=dict(summary.trials) if summary is not None else {},
+        gpu_hours=usage.gpu_hours if usage else 0.0,
+        cost=usage.cost if usage else 0.0,
+        lost_gpu_hours=usage.lost_gpu_hours if usage else 0.0,
+    )
+    if not best:
+        return facts
+    trial = session.get_one(Job, best["id"])
+    return dataclasses.replace(
+        facts,
+        best_trial_id=trial.id,
+        best_trial_name=trial.name,
+        best_value=best["objective"]["value"],
+        best_model_root=_model_root(trial, default_storage),
+    )
 
 
 def _attempts(session: Session, job_ids: list[str]) -> dict[str, list[AttemptFacts]]:

@@ -37,10 +37,27 @@ class JobUsage:
 
 def job_usage(session: Session, job_ids: Iterable[str], now: datetime) -> dict[str, JobUsage]:
     """GPU-hours and cost so far of each of ``job_ids`` that was ever placed. Call
-    inside a unit of work, after the caller's scope was checked on the jobs."""
+    inside a unit of work, after the caller's scope was checked on the jobs.
+    A sweep has no attempts of its own: its usage is the sum of its trials'."""
     ids = list(job_ids)
     if not ids:
         return {}
+    # Trials of any sweep among ``ids``: their usage is summed into the sweep's.
+    rows = session.execute(select(Job.id, Job.parent_id).where(Job.parent_id.in_(ids)))
+    trials = {trial_id: sweep_id for trial_id, sweep_id in rows}
+    own = _attempt_usage(session, sorted(set(ids) | set(trials)), now)
+    usage = {job_id: own[job_id] for job_id in ids if job_id in own}
+    for trial_id, sweep_id in trials.items():
+        if trial_id in own:
+            usage[sweep_id] = _sum(usage.get(sweep_id, JobUsage()), own[trial_id])
+    return usage
+
+
+def _sum(a: JobUsage, b: JobUsage) -> JobUsage:
+    return JobUsage(a.gpu_hours + b.gpu_hours, a.cost + b.cost, a.lost_gpu_hours + b.lost_gpu_hours)
+
+
+def _attempt_usage(session: Session, ids: list[str], now: datetime) -> dict[str, JobUsage]:
     spans: dict[str, list[AttemptSpan]] = defaultdict(list)
     rows = session.execute(
         select(

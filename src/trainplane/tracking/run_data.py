@@ -57,6 +57,9 @@ class AttemptFacts:
 
 
 def experiment_name(spec: Mapping[str, Any], project: str) -> str:
+    if spec.get("kind") == "sweep":
+        # A sweep's run is the parent of its trials' runs: in their experiment.
+        spec = spec.get("trial") or {}
     return (spec.get("tracking") or {}).get("experiment") or project
 
 

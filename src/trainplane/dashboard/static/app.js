@@ -329,6 +329,63 @@
     window.addEventListener("resize", draw);
   }
 
+  // --- sweep page: the trial table sorts by any column; a chart per parameter -------------
+  // Cells carry data-value (numbers as numbers, "" for none: always last).
+  function sortRows(table, column, ascending) {
+    const header = $$("thead th", table)[column];
+    const numeric = header.dataset.sortType === "number";
+    const body = $("tbody", table);
+    const rows = $$("tr[data-trial-id]", body);
+    const key = (row) => row.children[column]?.dataset.value ?? "";
+    rows.sort((a, b) => {
+      const ka = key(a);
+      const kb = key(b);
+      if (ka === "" || kb === "") return (ka === "") - (kb === "");
+      const order = numeric ? Number(ka) - Number(kb) : ka.localeCompare(kb, undefined, { numeric: true });
+      return ascending ? order : -order;
+    });
+    body.append(...rows);
+    $$("thead th", table).forEach((th) => th.removeAttribute("aria-sort"));
+    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  }
+
+  function wireSweep() {
+    const table = $('[data-table="trials"]');
+    if (!table) return;
+    let sorted = null; // [column, ascending], kept across live updates
+    $$("thead th", table).forEach((th, column) => {
+      const button = $("[data-sort]", th);
+      if (!button) return;
+      button.addEventListener("click", () => {
+        const ascending = sorted && sorted[0] === column ? !sorted[1] : true;
+        sorted = [column, ascending];
+        sortRows(table, column, ascending);
+      });
+    });
+    const figures = $$('[data-chart="sweep"]');
+    const draw = () => {
+      const data = JSON.parse($("[data-sweep-chart]").textContent);
+      const label = `${data.metric} (last)`;
+      for (const figure of figures) {
+        const path = figure.dataset.parameter;
+        const points = data.trials
+          .filter((t) => t.value !== null && t.parameters[path] !== undefined)
+          .map((t) => ({ x: t.parameters[path], y: t.value, label: t.name, href: `/jobs/${t.id}`, best: t.best, status: t.status }));
+        const body = $(".chart-body", figure);
+        if (window.TrainplaneCharts.scatterChart(body, { points, xLabel: path, yLabel: label, scale: figure.dataset.scale })) {
+          $("figcaption", figure).dataset.count = points.length;
+        }
+      }
+    };
+    document.addEventListener("live-updated", (event) => {
+      const part = event.target.dataset?.part;
+      if (part === "sweep-rows" && sorted) sortRows(table, ...sorted);
+      if (part === "sweep-data") draw();
+    });
+    draw();
+    window.addEventListener("resize", draw);
+  }
+
   // --- submit ------------------------------------------------------------------------------
   // The line of a dotted field path (resources.gpus) in YAML text, by indentation;
   // null when it is not written there (a missing field, or flow style).
@@ -464,6 +521,7 @@
     wireJobCharts();
     wireCompareChart();
     wireUsageChart();
+    wireSweep();
     localTimes();
     document.addEventListener("live-updated", (event) => localTimes(event.target));
     const logs = $("[data-logs]");

@@ -1,5 +1,6 @@
-// trainplane dashboard charts: line charts (one or more series over steps) and
-// stacked bar charts, drawn as SVG with axes, labels, a legend and hover values.
+// trainplane dashboard charts: line charts (one or more series over steps),
+// stacked bar charts and scatter charts (a sweep's trials), drawn as SVG
+// with axes, labels, a legend and hover values.
 // No dependencies. Exposes window.TrainplaneCharts.
 "use strict";
 
@@ -247,5 +248,86 @@
     legend(container, series.map((s) => s.name));
   }
 
-  window.TrainplaneCharts = { lineChart, stackedBars, ticks, format };
+  // Powers of ten covering [lo, hi] (both > 0), with 2 and 5 between them
+  // when the range spans few decades.
+  function logTicks(lo, hi) {
+    let first = Math.floor(Math.log10(lo));
+    let last = Math.ceil(Math.log10(hi));
+    if (last === first) last += 1;
+    const steps = last - first <= 2 ? [1, 2, 5] : [1];
+    const values = [];
+    for (let p = first; p <= last; p++) {
+      for (const m of steps) {
+        const v = +(m * Math.pow(10, p)).toPrecision(12);
+        if (v <= Math.pow(10, last)) values.push(v);
+      }
+    }
+    return { lo: Math.pow(10, first), hi: Math.pow(10, last), values };
+  }
+
+  // One dot per point: [{x, y, label, href, best, status}]. scale: "linear",
+  // "log" (x > 0) or "category" (x are labels, in order of first sight).
+  // The best point is drawn larger and ringed; each dot links to `href`.
+  function scatterChart(container, { points, xLabel = "", yLabel = "", scale = "linear" }) {
+    const drawn = points.filter((p) => Number.isFinite(p.y) && (scale === "category" || Number.isFinite(p.x)) && (scale !== "log" || p.x > 0));
+    if (!drawn.length) return false;
+    const width = Math.max(320, Math.round(container.clientWidth || 640));
+    const { svg, tip } = frame(container, width);
+    const left = MARGIN.left;
+    const right = width - MARGIN.right;
+    let x;
+    if (scale === "category") {
+      const categories = Array.from(new Set(drawn.map((p) => String(p.x))));
+      const band = (right - left) / categories.length;
+      x = {
+        ticks: categories.map((_, i) => i),
+        scale: (i) => left + band * (i + 0.5),
+        label: (i) => categories[i],
+        of: (value) => categories.indexOf(String(value)),
+      };
+    } else if (scale === "log") {
+      const xt = logTicks(Math.min(...drawn.map((p) => p.x)), Math.max(...drawn.map((p) => p.x)));
+      const toPx = linear(Math.log10(xt.lo), Math.log10(xt.hi), left, right);
+      x = { ticks: xt.values, scale: (v) => toPx(Math.log10(v)), of: (v) => v };
+    } else {
+      const xs = drawn.map((p) => p.x);
+      const xt = ticks(Math.min(...xs), Math.max(...xs), 6);
+      x = { ticks: xt.values, scale: linear(xt.lo, xt.hi, left, right), of: (v) => v };
+    }
+    const ys = drawn.map((p) => p.y);
+    const yt = ticks(Math.min(...ys), Math.max(...ys), 5);
+    const y = { ticks: yt.values, scale: linear(yt.lo, yt.hi, HEIGHT - MARGIN.bottom, MARGIN.top) };
+    axes(svg, width, x, y, xLabel, yLabel);
+    svg.dataset.scale = scale;
+    // The best last, so that it is drawn on top.
+    const ordered = drawn.filter((p) => !p.best).concat(drawn.filter((p) => p.best));
+    for (const p of ordered) {
+      const link = el("a", { href: p.href || "#", class: "point" }, svg);
+      const dot = el("circle", {
+        cx: x.scale(x.of(p.x)).toFixed(1),
+        cy: y.scale(p.y).toFixed(1),
+        r: p.best ? 7 : 4.5,
+        class: `dot series-0${p.best ? " best" : ""} status-${String(p.status || "").toLowerCase()}`,
+        "data-x": p.x,
+        "data-y": p.y,
+        "data-label": p.label,
+      }, link);
+      if (p.best) dot.dataset.best = "true";
+      const words = `${p.label}${p.best ? " (best)" : ""}\n${xLabel} ${typeof p.x === "number" ? format(p.x) : p.x}\n${yLabel} ${format(p.y)}`;
+      el("title", {}, dot).textContent = words;
+      const show = () => {
+        tip.textContent = words;
+        tip.hidden = false;
+        const at = (x.scale(x.of(p.x)) / width) * container.clientWidth;
+        tip.style.left = `${Math.min(at + 12, container.clientWidth - tip.offsetWidth - 4)}px`;
+      };
+      link.addEventListener("mouseenter", show);
+      link.addEventListener("focus", show);
+      link.addEventListener("mouseleave", () => (tip.hidden = true));
+      link.addEventListener("blur", () => (tip.hidden = true));
+    }
+    return true;
+  }
+
+  window.TrainplaneCharts = { lineChart, stackedBars, scatterChart, ticks, logTicks, format };
 })();
