@@ -47,6 +47,8 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
 def print_job(job: dict[str, Any]) -> None:
     for key in ("id", "name", "project", "kind", "status", "reason", "priority", "submitted_by"):
         typer.echo(f"{key + ':':14}{job[key]}")
+    if job.get("parent"):
+        typer.echo(f"{'sweep:':14}{job['parent']} (this job is one of its trials)")
     if job.get("queue_position"):
         typer.echo(f"{'queue:':14}position {job['queue_position']}")
     typer.echo(f"{'resources:':14}{job['gpus']} GPUs, {job['strategy']}")
@@ -59,6 +61,16 @@ def print_job(job: dict[str, Any]) -> None:
         typer.echo(
             f"{'attempt ' + str(attempt['number']) + ':':14}{attempt['status']} on "
             f"{attempt['cluster'] or '-'}{code} {attempt['reason']}".rstrip()
+        )
+    if job.get("trials"):
+        counts = ", ".join(f"{n} {state}" for state, n in job["trials"].items())
+        typer.echo(f"{'trials:':14}{counts} (trainplane jobs trials {job['id']})")
+    best = job.get("best_trial")
+    if best:
+        objective = best["objective"]
+        typer.echo(
+            f"{'best trial:':14}{best['name']} ({best['id']}): "
+            f"{objective['metric']} {_number(objective['value'])}"
         )
     if job.get("latest_metrics"):
         typer.echo(f"{'metrics:':14}{metrics_line(job['latest_metrics'])}")
