@@ -34,6 +34,7 @@ from trainplane.jobs.spec_fields import (
     NonEmptyStr,
     ProjectName,
     ShortStr,
+    SpecError,
     Strict,
     location,
 )
@@ -53,6 +54,7 @@ from trainplane.jobs.spec_sections import (
     StrategyType,
     Tracking,
 )
+from trainplane.jobs.sweep_spec import SweepSpec
 
 __all__ = [
     "SPEC_KINDS",
@@ -76,14 +78,18 @@ __all__ = [
     "RegisterModel",
     "Resources",
     "Retries",
+    "RunSpec",
     "SpecError",
     "Strategy",
     "StrategyType",
+    "SweepSpec",
     "Tracking",
     "TrainSpec",
     "job_spec_adapter",
     "load_spec",
+    "load_sweep_spec",
     "parse_spec",
+    "run_spec_adapter",
 ]
 
 
@@ -238,30 +244,39 @@ class FinetuneSpec(_JobCommon):
         return location(value)
 
 
-JobSpec = Annotated[TrainSpec | FinetuneSpec, Field(discriminator="kind")]
-job_spec_adapter: TypeAdapter[TrainSpec | FinetuneSpec] = TypeAdapter(JobSpec)
+# What the API takes: a job to run, or a sweep of them.
+JobSpec = Annotated[TrainSpec | FinetuneSpec | SweepSpec, Field(discriminator="kind")]
+job_spec_adapter: TypeAdapter[TrainSpec | FinetuneSpec | SweepSpec] = TypeAdapter(JobSpec)
+# What an attempt runs: a sweep is never placed, its trials are.
+RunSpec = Annotated[TrainSpec | FinetuneSpec, Field(discriminator="kind")]
+run_spec_adapter: TypeAdapter[TrainSpec | FinetuneSpec] = TypeAdapter(RunSpec)
 
-SPEC_KINDS = ("train", "finetune")
+SPEC_KINDS = ("train", "finetune", "sweep")
 
 
-def parse_spec(data: Any) -> TrainSpec | FinetuneSpec:
+def parse_spec(data: Any) -> TrainSpec | FinetuneSpec | SweepSpec:
     """Validate a decoded spec document; raises pydantic.ValidationError."""
     return job_spec_adapter.validate_python(data)
-
-
-class SpecError(ValueError):
-    """A spec handed to a process does not parse; the message names each
-    field at fault (``resources.gpus: ...``)."""
 
 
 def load_spec(document: Any) -> TrainSpec | FinetuneSpec:
     """The typed spec of a stored spec document (the API's validated,
     normalized dump), at the boundary of the process it was handed to. The
     same models as the API's: whatever the server stored parses again."""
+    if isinstance(document, dict) and document.get("kind") == "sweep":
+        raise SpecError("the job is a sweep: it runs no attempts, its trials do")
     try:
-        return parse_spec(document)
+        return run_spec_adapter.validate_python(document)
     except ValidationError as exc:
         raise SpecError(f"the job's spec does not parse: {spec_errors(exc)}") from None
+
+
+def load_sweep_spec(document: Any) -> SweepSpec:
+    """The typed spec of a stored sweep document; SpecError when it does not parse."""
+    try:
+        return SweepSpec.model_validate(document)
+    except ValidationError as exc:
+        raise SpecError(f"the sweep's spec does not parse: {spec_errors(exc)}") from None
 
 
 def spec_errors(exc: ValidationError) -> str:

@@ -135,6 +135,11 @@ Duration = Annotated[str, BeforeValidator(_duration)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(_finite_numbers)]
 
 
+class SpecError(ValueError):
+    """A spec handed to a process does not parse; the message names each
+    field at fault (``resources.gpus: ...``)."""
+
+
 class Strict(BaseModel):
     """Base for every spec model: unknown fields are errors, not silently dropped."""
 

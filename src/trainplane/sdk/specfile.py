@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from trainplane.jobs.spec_paths import PathError, set_path, split_path
+
 
 class SpecFileError(Exception):
     pass
@@ -45,50 +47,14 @@ def apply_override(document: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key.strip():
         raise SpecFileError(f"--set {override!r}: expected key=value, for example resources.gpus=4")
-    parts = key.strip().split(".")
-    if not all(parts):
-        raise SpecFileError(f"--set {override!r}: {key.strip()!r} has an empty field name")
     try:
+        parts = split_path(key)
         value = yaml.safe_load(raw) if raw.strip() else ""
+        set_path(document, parts, value)
+    except PathError as exc:
+        raise SpecFileError(f"--set {override!r}: {exc}") from None
     except yaml.YAMLError as exc:
         raise SpecFileError(f"--set {override!r}: cannot read the value: {exc}") from None
-    node: Any = document
-    for depth, part in enumerate(parts):
-        where = ".".join(parts[:depth]) or "the spec"
-        last = depth == len(parts) - 1
-        if isinstance(node, list):
-            index = _index(node, part, override, where, appending=last)
-            if last:
-                node[index : index + 1] = [value]
-            else:
-                node = node[index]
-        elif isinstance(node, dict):
-            if last:
-                node[part] = value
-            else:
-                node = node.setdefault(part, {})
-        else:
-            raise SpecFileError(
-                f"--set {override!r}: {where} is {_kind(node)}, so it has no field {part!r}"
-            )
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "empty (null)"
-    return {str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _index(node: list[Any], part: str, override: str, where: str, *, appending: bool) -> int:
-    top = len(node) if appending else len(node) - 1
-    if not part.isdigit() or int(part) > top:
-        raise SpecFileError(
-            f"--set {override!r}: {where} is a list of {len(node)}; {part!r} is not an "
-            f"index of it (0..{top})"
-        )
-    return int(part)
 
 
 def _resolve(value: Any, base: Path) -> Any:
