@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row, select, tuple_, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from trainplane import wakeup
@@ -27,8 +26,7 @@ from trainplane.jobs.states import (
 )
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
-from trainplane.services.clusters import cluster_capacity
-from trainplane.services.estimates import StrategyPlan, plan_strategy, resolved_spec_document
+from trainplane.services.estimates import resolved_spec_document
 from trainplane.services.file_access import FileAccess, check_spec_locations, job_folder
 from trainplane.services.job_inputs import check_job_inputs
 from trainplane.services.names import check_names
@@ -43,10 +41,11 @@ from trainplane.services.submissions import (
     Submission,
     check_quota_can_hold,
     check_some_cluster_can_hold,
+    commit_submission,
     insert_job,
     new_job,
-    replay,
     spec_fingerprint,
+    strategy_for,
 )
 from trainplane.services.sweeps import insert_trial_job as insert_trial_job  # trials are jobs
 from trainplane.services.usage import JobUsage, job_usage
@@ -72,7 +71,7 @@ def submit_job(
     document = spec.model_dump(mode="json")
     # Replays are recognised by the spec as sent, before auto is resolved.
     fingerprint = spec_fingerprint(document)
-    strategy = _strategy_for(session, spec, inputs.model_config)
+    strategy = strategy_for(session, spec, inputs.model_config)
     if strategy is not None:
         if strategy.refusal is not None:
             raise InvalidInputError(*strategy.refusal)
@@ -91,55 +90,28 @@ def submit_job(
         folder=job_folder(spec, project, job_id, root),
         now=now,
     )
-    try:
-        # One transaction, one connection: the hot path of the whole API.
-        with session.begin():
-            if idempotency_key is not None:
-                earlier = replay(session, caller, idempotency_key, fingerprint)
-                if earlier is not None:
-                    return Submission(earlier, created=False)
-            check_some_cluster_can_hold(session, spec)
-            # In the job's transaction: a name claimed by a concurrent submit
-            # of another project, or a secret deleted meanwhile, refuses it.
-            check_names(session, project.id, project.name, document, claim=True)
-            check_secret_refs(session, project.id, project.name, wanted_secrets(spec))
-            insert_job(session, job)
-            job.project = Project(id=project.id, name=project.name)
-            check_spec_code(session, spec, used_at=now)
-            check_quota_can_hold(session, project.id, spec)
-            record_submission(session, job, actor=caller.subject)
-            if job.strategy_reason:
-                record_note(
-                    session,
-                    job.id,
-                    JobStatus.QUEUED,
-                    reason=f"strategy auto: {job.strategy_reason}",
-                    actor=caller.subject,
-                )
-    except IntegrityError:
-        if idempotency_key is None:
-            raise
-        # Another request with the same key won the race; answer as it did.
-        with read_only(session):
-            earlier = replay(session, caller, idempotency_key, fingerprint)
-        if earlier is None:
-            raise
-        return Submission(earlier, created=False)
-    wakeup.work_available()
-    return Submission(job, created=True)
 
+    def write() -> None:
+        check_some_cluster_can_hold(session, spec)
+        # In the job's transaction: a name claimed by a concurrent submit of
+        # another project, or a secret deleted meanwhile, refuses it.
+        check_names(session, project.id, project.name, document, claim=True)
+        check_secret_refs(session, project.id, project.name, wanted_secrets(spec))
+        insert_job(session, job)
+        job.project = Project(id=project.id, name=project.name)
+        check_spec_code(session, spec, used_at=now)
+        check_quota_can_hold(session, project.id, spec)
+        record_submission(session, job, actor=caller.subject)
+        if job.strategy_reason:
+            record_note(
+                session,
+                job.id,
+                JobStatus.QUEUED,
+                reason=f"strategy auto: {job.strategy_reason}",
+                actor=caller.subject,
+            )
 
-def _strategy_for(
-    session: Session, spec: TrainSpec | FinetuneSpec, model_config: dict[str, Any] | None
-) -> StrategyPlan | None:
-    """The strategy plan of a job whose spec says enough to estimate its
-    memory, or asks for auto; None for the rest (most jobs: no extra work)."""
-    if spec.strategy.type != "auto" and spec.model is None and model_config is None:
-        return None
-    with read_only(session):
-        # Fresh, not the cached view: a job may be refused on it.
-        clusters = cluster_capacity(session)
-    return plan_strategy(spec, model_config, clusters)
+    return commit_submission(session, caller, job, write)
 
 
 def load_job(session: Session, caller: Caller, job_id: str, *, for_update: bool = False) -> Job:

@@ -1,18 +1,23 @@
 """What every submission shares, a job's and a sweep's: the spec's
-fingerprint, Idempotency-Key replays, the checks that refuse a job no
-cluster or quota could ever run, and the INSERT of a new job row."""
+fingerprint, Idempotency-Key replays, the strategy plan, the checks that
+refuse a job no cluster or quota could ever run, and the INSERT of a new job
+row in its one transaction."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from trainplane import wakeup
+from trainplane.db.engine import read_only
 from trainplane.db.models import Job, Project
 from trainplane.errors import ConflictError, InvalidInputError
 from trainplane.jobs.memory import GB
@@ -21,7 +26,7 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller
 from trainplane.services.clusters import cluster_capacity, recent_capacity
-from trainplane.services.estimates import StrategyPlan
+from trainplane.services.estimates import StrategyPlan, plan_strategy
 
 QUEUED_REASON = "waiting for the scheduler"
 
@@ -100,6 +105,46 @@ def insert_job(session: Session, job: Job) -> None:
     """A plain INSERT of a new (transient) job, cheaper than the unit of work;
     ``job`` stays detached, with its project set for the caller to read."""
     session.execute(insert(Job), [{key: getattr(job, key) for key in _INSERTED_COLUMNS}])
+
+
+def strategy_for(
+    session: Session, spec: TrainSpec | FinetuneSpec, model_config: dict[str, Any] | None
+) -> StrategyPlan | None:
+    """The strategy plan of a job whose spec says enough to estimate its
+    memory, or asks for auto; None for the rest (most jobs: no extra work)."""
+    if spec.strategy.type != "auto" and spec.model is None and model_config is None:
+        return None
+    with read_only(session):
+        # Fresh, not the cached view: a job may be refused on it.
+        clusters = cluster_capacity(session)
+    return plan_strategy(spec, model_config, clusters)
+
+
+def commit_submission(
+    session: Session, caller: Caller, job: Job, write: Callable[[], None]
+) -> Submission:
+    """Insert ``job`` by ``write`` (its checks, the INSERT and its event) in one
+    transaction, one connection: the hot path of the whole API. A job's
+    Idempotency-Key replays the caller's earlier submission instead."""
+    key = job.idempotency_key
+    try:
+        with session.begin():
+            if key is not None:
+                earlier = replay(session, caller, key, job.spec_hash)
+                if earlier is not None:
+                    return Submission(earlier, created=False)
+            write()
+    except IntegrityError:
+        if key is None:
+            raise
+        # Another request with the same key won the race; answer as it did.
+        with read_only(session):
+            earlier = replay(session, caller, key, job.spec_hash)
+        if earlier is None:
+            raise
+        return Submission(earlier, created=False)
+    wakeup.work_available()
+    return Submission(job, created=True)
 
 
 def check_some_cluster_can_hold(session: Session, spec: TrainSpec | FinetuneSpec) -> None:
