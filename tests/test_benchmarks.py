@@ -6,6 +6,7 @@ the load test with a few clients for a few seconds, without a single error."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -136,3 +137,13 @@ def test_load_benchmark_runs_every_operation_without_errors() -> None:
         assert errors == 0, operation
     assert "p99 ratio" in run.stdout
     assert run.stdout.rstrip().endswith("errors: 0")
+
+
+def test_sweep_savings_runs_both_searches_and_ends_with_json() -> None:
+    run = run_benchmark("sweep_savings.py", "--trials", "4", "--steps", "20", "--json")
+    result = json.loads(run.stdout.splitlines()[-1])
+    assert result["full"]["steps"] == 4 * 20 and result["full"]["pruned"] == 0
+    # Trial 2 onwards meets trial 1 at step 10; with a third kept, some stop there.
+    assert result["asha"]["pruned"] >= 1 and result["asha"]["steps"] < 4 * 20
+    assert set(result["targets_met"]) == {"best_within_5_percent", "gpu_seconds_half"}
+    assert "target: GPU-seconds" in run.stdout
