@@ -1,7 +1,7 @@
 """A sweep's trial reports its decision steps at once and waits for the answer:
 the reporter alone, and trainplane.script's report/should_stop, against a
 real HTTP server on 127.0.0.1 that prunes at step 10 (the whole path to the
-real API runs in tests/scheduler/test_sweep_pruning_cluster.py)."""
+real API runs in tests/runtime/test_sweep_pruning.py)."""
 
 from __future__ import annotations
 

@@ -42,6 +42,7 @@ from trainplane.services.jobs import load_job
 from trainplane.services.rate_limits import RateLimit
 from trainplane.services.restarts import restarts_used_by
 from trainplane.services.status import record_note
+from trainplane.services.sweep_pruning import observe_report
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
 # A reporter sends every couple of seconds, and at each checkpoint.
@@ -95,7 +96,7 @@ class Progress:
 @dataclass(frozen=True)
 class StopRequest:
     """What the control plane asks of a live attempt in answer to a report:
-    checkpoint now and stop (it was preempted)."""
+    checkpoint now and stop (it was preempted, or its sweep pruned it)."""
 
     reason: str
     requested_at: datetime
@@ -145,6 +146,10 @@ def record_progress(
     if latest:
         values["latest_metrics"] = json_merge(JobAttempt.latest_metrics, latest)
     with session.begin():
+        # A sweep's trial is judged first: its sweep's row is locked before the
+        # attempt's, in the order a sweep's cancel takes them. Refused below,
+        # the report leaves nothing of this either.
+        pruned = observe_report(session, job_id, attempt_id, report.points)
         # One statement checks that the attempt is live and records the report,
         # so a report racing the attempt's end is either in before it or refused.
         row = session.execute(
@@ -189,9 +194,12 @@ def record_progress(
                     for point in report.points
                 ],
             )
-    if row.stop_reason == StopReason.PREEMPTED:
+    if pruned is not None:
+        return pruned
+    if row.stop_reason in (StopReason.PREEMPTED, StopReason.PRUNED):
+        # Asked before: asked again in every answer until the attempt stops.
         return StopRequest(
-            reason=StopReason.PREEMPTED, requested_at=row.stop_requested_at or utcnow()
+            reason=StopReason(row.stop_reason), requested_at=row.stop_requested_at or utcnow()
         )
     return None
 
