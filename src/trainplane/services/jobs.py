@@ -17,7 +17,7 @@ from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.environment import redacted_spec
-from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
 from trainplane.jobs.states import (
     CANCEL_IMMEDIATELY,
     CANCEL_VIA_CLUSTER,
@@ -47,6 +47,7 @@ from trainplane.services.submissions import (
     spec_fingerprint,
     strategy_for,
 )
+from trainplane.services.sweep_submit import submit_sweep
 from trainplane.services.sweeps import insert_trial_job as insert_trial_job  # trials are jobs
 from trainplane.services.usage import JobUsage, job_usage
 
@@ -54,12 +55,14 @@ from trainplane.services.usage import JobUsage, job_usage
 def submit_job(
     session: Session,
     caller: Caller,
-    spec: TrainSpec | FinetuneSpec,
+    spec: TrainSpec | FinetuneSpec | SweepSpec,
     *,
     access: FileAccess,
     idempotency_key: str | None = None,
 ) -> Submission:
     """``access``: what the spec may name on this server (services.file_access)."""
+    if isinstance(spec, SweepSpec):
+        return submit_sweep(session, caller, spec, access=access, idempotency_key=idempotency_key)
     # The caller's role first: nothing is read or probed for someone who may
     # not submit to the project.
     project = project_for(session, caller, spec.project, Role.MEMBER, "submitting a job")
