@@ -1,7 +1,8 @@
 """The scheduler's loop: each iteration re-queues restarts whose backoff is over,
-checks cluster health, asks for preemptions (when enabled), places queued
-jobs, then advances every attempt that is due (launch, watch, stop) with the
-cluster calls spread over a thread pool."""
+advances sweeps (their new trials are queued jobs), checks cluster health, asks
+for preemptions (when enabled), places queued jobs, then advances every attempt
+that is due (launch, watch, stop) with the cluster calls spread over a thread
+pool."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from trainplane.services.attempts import Applied, AttemptWork, Outcome
 from trainplane.services.file_access import FileAccess
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
+from trainplane.services.sweep_controller import advance_sweeps
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class Scheduler:
             with SCHEDULER_PASS_SECONDS.labels("housekeeping").time():
                 with self.sessions() as session:
                     attempt_service.requeue_restarts(session, utcnow())
+                self.advance_sweeps()
                 self.check_clusters()
                 self.preempt()
         if time.monotonic() - self._last_bundle_sweep >= BUNDLE_SWEEP_SECONDS:
@@ -97,6 +100,12 @@ class Scheduler:
             log.info("placed job %s", job_id, extra={"job_id": job_id, "attempt_id": attempt_id})
         with SCHEDULER_PASS_SECONDS.labels("advance").time():
             self.advance_attempts()
+
+    def advance_sweeps(self) -> None:
+        """Sweeps start, get new trials (placed in this same pass) and end."""
+        with self.sessions() as session:
+            for change in advance_sweeps(session, utcnow()):
+                log.info("%s", change)
 
     def preempt(self) -> None:
         """Ask low-priority attempts to make room for waiting high-priority

@@ -1,0 +1,280 @@
+"""The sweeps' controller: each scheduler pass moves every live sweep along.
+
+A sweep (a job of kind ``sweep``) is never placed; its trials are ordinary
+jobs. Each sweep is advanced under its row lock (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL, so two schedulers never advance one sweep at once, and a sweep a
+cancel or a pruning verdict holds is left for the next pass; SQLite runs one
+scheduler per database), in one transaction of its own: a QUEUED sweep starts
+searching; a RUNNING one gets new trials while fewer than ``search.parallel``
+are live and fewer than ``search.trials`` exist, and ends once every trial has;
+a CANCELLING one cancels what is left of its trials and ends CANCELLED once
+they have ended.
+
+The database is the only truth: the search is rebuilt from the trial rows on
+every pass, each proposal is inserted in the transaction that holds the lock,
+and the next trial's number is the count of those already there. A server
+killed at any point loses no trial and, restarted, creates none twice (the
+unique ``(sweep_id, number)`` is the last guard).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from trainplane import wakeup
+from trainplane.db.engine import read_only
+from trainplane.db.models import Job, JobAttempt
+from trainplane.errors import StaleStateError
+from trainplane.jobs import sweep_search
+from trainplane.jobs.spec import SpecError, load_sweep_spec, spec_errors
+from trainplane.jobs.states import (
+    CANCEL_IMMEDIATELY,
+    CANCEL_VIA_CLUSTER,
+    TERMINAL_STATUSES,
+    JobStatus,
+)
+from trainplane.jobs.sweep_search import TrialRecord
+from trainplane.jobs.sweep_spec import SweepSpec
+from trainplane.services.status import SCHEDULER_ACTOR, set_status, set_status_many
+from trainplane.services.sweeps import insert_trial_job, trial_records
+from trainplane.services.tracking import start_tracking
+
+log = logging.getLogger(__name__)
+
+S = JobStatus
+SWEEP_KIND = "sweep"
+_ADVANCED = [S.QUEUED.value, S.RUNNING.value, S.CANCELLING.value]
+_TERMINAL = {s.value for s in TERMINAL_STATUSES}
+
+
+@dataclass
+class _Pass:
+    """What one sweep's transaction changed."""
+
+    notes: list[str] = field(default_factory=list)
+    created: int = 0  # trials inserted (placement has new work)
+
+
+def advance_sweeps(session: Session, now: datetime) -> list[str]:
+    """Advance every sweep in QUEUED, RUNNING or CANCELLING, each in its own
+    transaction; returns what changed, for the log."""
+    with read_only(session):
+        ids = list(
+            session.scalars(
+                select(Job.id)
+                .where(Job.kind == SWEEP_KIND, Job.status.in_(_ADVANCED))
+                .order_by(Job.created_at, Job.id)
+            )
+        )
+    notes: list[str] = []
+    created = 0
+    for sweep_id in ids:
+        try:
+            with session.begin():
+                sweep = session.scalar(
+                    select(Job)
+                    .where(Job.id == sweep_id, Job.status.in_(_ADVANCED))
+                    .with_for_update(skip_locked=True)
+                    .execution_options(populate_existing=True)
+                )
+                if sweep is None:
+                    continue  # another scheduler holds it, or it ended meanwhile
+                done = _advance(session, sweep, now)
+        except (StaleStateError, IntegrityError) as exc:
+            # A trial or the sweep changed under us, or (without the lock, which
+            # should never happen) a trial number was taken: nothing was
+            # written; the next pass looks again.
+            notes.append(f"sweep {sweep_id}: {type(exc).__name__}; looking again next pass")
+            continue
+        except Exception:
+            # One sweep's trouble must not stop the others, nor the placement
+            # that runs after this in the scheduler's pass.
+            log.exception("advancing sweep %s failed", sweep_id, extra={"job_id": sweep_id})
+            continue
+        notes.extend(done.notes)
+        created += done.created
+    if created:
+        wakeup.work_available()  # new trials to place
+    return notes
+
+
+def _advance(session: Session, sweep: Job, now: datetime) -> _Pass:
+    done = _Pass()
+    status = S(sweep.status)
+    if status is S.CANCELLING:
+        _cancel(session, sweep, done)
+        return done
+    try:
+        spec = load_sweep_spec(sweep.spec)
+    except SpecError as exc:
+        _fail(session, sweep, f"the sweep's spec no longer parses: {exc}", done)
+        return done
+    if status is S.QUEUED:
+        search = spec.search
+        reason = f"searching: {_total(spec)} trials, {search.parallel} at once"
+        _move(session, sweep, S.RUNNING, reason, done)
+        # The sweep's MLflow parent run, opened by the tracking loop.
+        start_tracking(session, [sweep.id], now)
+    _search(session, sweep, spec, now, done)
+    return done
+
+
+def _total(spec: SweepSpec) -> int:
+    """How many trials the sweep makes at most: ``search.trials``, or fewer
+    when its grid has fewer combinations."""
+    grid = spec.grid
+    return min(spec.trial_count, len(grid)) if grid is not None else spec.trial_count
+
+
+def _search(session: Session, sweep: Job, spec: SweepSpec, now: datetime, done: _Pass) -> None:
+    records = list(trial_records(session, sweep.id))
+    total = _total(spec)
+    live = sum(1 for r in records if r.state == "running")
+    steps = sweep_search.decision_steps(spec)
+    exhausted = False
+    while live < spec.search.parallel and len(records) < total:
+        number = len(records) + 1
+        parameters = sweep_search.propose(spec, records, number)
+        if parameters is None:
+            exhausted = True  # the grid has no combination left
+            break
+        try:
+            trial = spec.trial_spec(parameters, number)
+        except (ValidationError, SpecError) as exc:
+            # Every combination was validated at submit: this is a bug, and
+            # the sweep cannot go on without skipping part of its space.
+            fault = spec_errors(exc) if isinstance(exc, ValidationError) else str(exc)
+            _fail(
+                session,
+                sweep,
+                f"trial {number}'s parameters {_shown(parameters)} make an invalid spec: {fault}",
+                done,
+            )
+            return
+        job = insert_trial_job(
+            session,
+            sweep,
+            trial,
+            number=number,
+            parameters=parameters,
+            decision_steps=steps,
+            now=now,
+        )
+        # A trial no cluster can hold fails at once (services.sweeps).
+        ended = job.status in _TERMINAL
+        records.append(
+            TrialRecord(
+                number=number, parameters=parameters, state="failed" if ended else "running"
+            )
+        )
+        live += 0 if ended else 1
+        done.created += 1
+        done.notes.append(f"sweep {sweep.id}: trial {number} {_shown(parameters)}")
+    if live == 0 and (len(records) >= total or exhausted):
+        _complete(session, sweep, spec, records, done)
+        return
+    _set_reason(
+        session, sweep, f"searching: {len(records)} of {total} trials created, {live} running"
+    )
+
+
+def _complete(
+    session: Session, sweep: Job, spec: SweepSpec, records: list[TrialRecord], done: _Pass
+) -> None:
+    tally = sweep_search.counts(records)
+    summary = (
+        f"{len(records)} trials: {tally['succeeded']} succeeded, {tally['pruned']} pruned, "
+        f"{tally['failed']} failed"
+    )
+    metric = spec.objective.metric
+    winner = sweep_search.best(spec, records)
+    if winner is None or winner.value is None:
+        _move(session, sweep, S.FAILED, f"{summary}; no trial reported {metric}", done)
+        return
+    best = f"best {sweep.name}-{winner.number}: {metric} {winner.value:.4g}"
+    _move(session, sweep, S.SUCCEEDED, f"{summary}; {best}", done)
+
+
+def _cancel(session: Session, sweep: Job, done: _Pass) -> None:
+    """CANCELLING: stop what is left of the trials (again, should a trial have
+    been queued back or restarted since the cancel); CANCELLED once every one
+    has ended."""
+    trials = _trial_statuses(session, sweep.id)
+    if _stop_trials(session, sweep, trials):
+        return
+    ended = Counter(status.lower() for status in trials.values())
+    what = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none created"
+    _move(session, sweep, S.CANCELLED, f"cancelled; its trials ended: {what}", done)
+
+
+def _fail(session: Session, sweep: Job, reason: str, done: _Pass) -> None:
+    """The sweep FAILED; its live trials are cancelled (nobody would read
+    them)."""
+    _stop_trials(session, sweep, _trial_statuses(session, sweep.id))
+    _move(session, sweep, S.FAILED, reason, done)
+
+
+def _trial_statuses(session: Session, sweep_id: str) -> dict[str, str]:
+    return dict(session.execute(select(Job.id, Job.status).where(Job.parent_id == sweep_id)).all())
+
+
+def _stop_trials(session: Session, sweep: Job, trials: dict[str, str]) -> bool:
+    """Cancel the trials not yet ended, as a user's cancel would: those with no
+    live attempt at once, the others through CANCELLING (their attempts due for
+    a look now). Idempotent: trials already CANCELLING are left alone, and one
+    whose status changed meanwhile is caught on the next pass. True if any trial
+    had not ended."""
+    open_trials = {job_id: status for job_id, status in trials.items() if status not in _TERMINAL}
+    reason = f"cancelled with sweep {sweep.name}"
+    for status in CANCEL_IMMEDIATELY:
+        ids = [job_id for job_id, s in open_trials.items() if s == status.value]
+        set_status_many(
+            session, dict.fromkeys(ids, reason), status, S.CANCELLED, actor=SCHEDULER_ACTOR
+        )
+    stopping: set[str] = set()
+    for status in CANCEL_VIA_CLUSTER:
+        ids = [job_id for job_id, s in open_trials.items() if s == status.value]
+        stopping |= set_status_many(
+            session,
+            dict.fromkeys(ids, f"{reason}; stopping the attempt"),
+            status,
+            S.CANCELLING,
+            actor=SCHEDULER_ACTOR,
+        )
+    if stopping:
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.job_id.in_(sorted(stopping)), JobAttempt.lease_token.is_(None))
+            .values(lease_expires_at=None)
+        )
+    return bool(open_trials)
+
+
+def _move(session: Session, sweep: Job, target: JobStatus, reason: str, done: _Pass) -> None:
+    set_status(session, sweep, target, reason=reason, actor=SCHEDULER_ACTOR)
+    done.notes.append(f"sweep {sweep.id} -> {target}: {reason}")
+
+
+def _set_reason(session: Session, sweep: Job, reason: str) -> None:
+    """The sweep's progress shown as its reason: no status change, no event."""
+    if sweep.reason == reason:
+        return
+    session.execute(
+        update(Job)
+        .where(Job.id == sweep.id, Job.status == sweep.status)
+        .values(reason=reason)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _shown(parameters: dict[str, Any]) -> str:
+    return ", ".join(f"{path}={value!r}" for path, value in parameters.items())
