@@ -209,10 +209,13 @@ def small_spec(name: str = "j", gpus: int = 2, **overrides: Any) -> dict[str, An
     return spec
 
 
-def report_progress(session: Session, job_id: str, attempt_id: str, body: dict[str, Any]) -> None:
-    """``body`` posted as the attempt's runtime posts it, with its token."""
+def report_progress(
+    session: Session, job_id: str, attempt_id: str, body: dict[str, Any]
+) -> progress.StopRequest | None:
+    """``body`` posted as the attempt's runtime posts it, with its token; the
+    stop answered, if any."""
     key = TokenKey(None)
-    progress.record_progress(
+    return progress.record_progress(
         session,
         key,
         job_id=job_id,

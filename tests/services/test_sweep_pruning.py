@@ -17,37 +17,31 @@ from tests.factories import (
     job_row,
     make_attempt,
     make_job,
+    report_progress,
     small_spec,
 )
+from tests.sweep_rows import sweep_spec
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt, Project, SweepTrial
 from trainplane.ids import new_id
-from trainplane.jobs.progress import ProgressReport
 from trainplane.jobs.spec import load_sweep_spec
 from trainplane.jobs.states import JobStatus
 from trainplane.jobs.sweep_search import decision_steps
-from trainplane.services import progress
-from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.attempts import Observed, apply_outcome, claim_attempts
 from trainplane.services.sweeps import insert_trial_job
 
-SWEEP = {
-    "kind": "sweep",
-    "name": "prune",
-    "trial": {
-        "kind": "train",
-        "entrypoint": {
-            "function": "train:train_loop",
-            "working_dir": str(EXAMPLES / "mlp"),
-            "args": {"steps": 60},
-        },
-        "resources": {"gpus": 1},
-    },
-    "parameters": {"entrypoint.args.lr": {"values": [0.05, 0.0001, 0.00001]}},
-    "objective": {"metric": "loss", "mode": "min"},
-    "search": {"algorithm": "grid", "trials": 3, "parallel": 3},
-    "early_stop": {"algorithm": "asha", "min_steps": 10, "reduction_factor": 3},
+TRIAL = {
+    "kind": "train",
+    "entrypoint": {"function": "train:train_loop", "working_dir": str(EXAMPLES / "mlp")},
+    "resources": {"gpus": 1},
 }
+SWEEP = sweep_spec(
+    "prune",
+    trial=TRIAL,
+    parameters={"entrypoint.args.lr": {"values": [0.05, 0.0001, 0.00001]}},
+    search={"algorithm": "grid", "trials": 3, "parallel": 3},
+    early_stop={"algorithm": "asha", "min_steps": 10, "reduction_factor": 3},
+)
 
 
 def make_sweep(session) -> tuple[str, list[str]]:
@@ -99,19 +93,11 @@ def make_sweep(session) -> tuple[str, list[str]]:
 
 def report(session, job_id: str, attempt_id: str, losses: dict[int, float]):
     """Points as a runtime sends them; returns the stop answered, if any."""
-    key = TokenKey(None)
     body: dict[str, Any] = {
         "step": max(losses),
         "points": [{"step": s, "time": 1, "metrics": {"loss": v}} for s, v in losses.items()],
     }
-    return progress.record_progress(
-        session,
-        key,
-        job_id=job_id,
-        attempt_id=attempt_id,
-        token=attempt_token(key.get(session), attempt_id),
-        report=ProgressReport.model_validate(body),
-    )
+    return report_progress(session, job_id, attempt_id, body)
 
 
 def trial_row(session, job_id: str) -> SweepTrial:
