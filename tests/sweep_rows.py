@@ -1,7 +1,7 @@
 """Sweeps and their trials written to the database the way the controller,
 the scheduler and the runtimes write them, so that tests of what users see
-of a sweep (pages, MLflow runs, usage) need no Ray: the sweep is submitted
-through the real API, each trial is inserted with the controller's own
+of a sweep (pages, MLflow runs, usage) need no Ray: the sweep's row is
+written as its submit writes it, each trial is inserted with the controller's own
 ``insert_trial_job``, and its attempt, metric points and objective values
 are then set as a run would have left them."""
 
@@ -16,8 +16,11 @@ from sqlalchemy.orm import Session
 from tests.factories import EXAMPLES, make_attempt
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt, JobMetric, SweepTrial
-from trainplane.jobs.spec import load_sweep_spec
+from trainplane.ids import new_id
+from trainplane.jobs.spec import load_sweep_spec, parse_spec
 from trainplane.jobs.states import JobStatus
+from trainplane.jobs.sweep_spec import SweepSpec
+from trainplane.services.submissions import spec_fingerprint
 from trainplane.services.sweeps import insert_trial_job
 
 ATTEMPT_STATUS = {
@@ -54,10 +57,35 @@ def sweep_spec(name: str = "lr-search", **overrides: Any) -> dict[str, Any]:
     return spec
 
 
-def submit(api: Any, spec: dict[str, Any], headers: dict[str, str] | None = None) -> str:
-    created = api.post("/v1/jobs", json=spec, headers=headers or {})
-    assert created.status_code == 201, created.text
-    return created.json()["id"]
+def insert_sweep(session: Session, spec: dict[str, Any], project_id: str = "0" * 26) -> str:
+    """The sweep's job row as its submit writes it (QUEUED); returns its id."""
+    sweep = parse_spec(spec)
+    assert isinstance(sweep, SweepSpec)
+    document = sweep.model_dump(mode="json")
+    now = utcnow()
+    job = Job(
+        id=new_id(),
+        project_id=project_id,
+        name=sweep.name,
+        kind="sweep",
+        status=JobStatus.QUEUED.value,
+        reason="submitted",
+        priority=50,
+        gpus=sweep.max_trial_gpus(),
+        gpus_per_node=sweep.max_trial_gpus(),
+        gpu_type=None,
+        max_runtime_seconds=None,
+        strategy="sweep",
+        spec=document,
+        spec_hash=spec_fingerprint(document),
+        submitted_by="tests",
+        idempotency_key=None,
+        created_at=now,
+        updated_at=now,
+    )
+    with session.begin():
+        session.add(job)
+    return job.id
 
 
 def set_sweep_status(session: Session, sweep_id: str, status: JobStatus) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import make_cluster
-from tests.sweep_rows import add_trial, set_sweep_status, submit, sweep_spec
+from tests.sweep_rows import add_trial, insert_sweep, set_sweep_status, sweep_spec
 from trainplane.db.base import utcnow
 from trainplane.jobs.states import JobStatus
 from trainplane.services.usage import job_usage
@@ -17,7 +17,7 @@ def test_a_sweep_costs_the_sum_of_its_trials_counted_once_by_experiment(api, ses
     cluster = make_cluster(session, gpus=8, price_per_gpu_hour=2.0)
     spec = sweep_spec()
     spec["trial"]["tracking"] = {"experiment": "lr-study"}
-    sweep_id = submit(api, spec)
+    sweep_id = insert_sweep(session, spec)
     set_sweep_status(session, sweep_id, JobStatus.RUNNING)
     # 2 GPUs each: 30 min (1 GPU-hour) and 15 min (0.5 GPU-hour), at 2.00.
     first = add_trial(

@@ -22,13 +22,23 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
-from trainplane.db.models import Cluster, Job, JobAttempt, JobEvent, JobMetric, JobTracking
-from trainplane.jobs.spec import load_spec
+from trainplane.db.models import (
+    Cluster,
+    Job,
+    JobAttempt,
+    JobEvent,
+    JobMetric,
+    JobTracking,
+    SweepTrial,
+)
+from trainplane.jobs.spec import load_spec, load_sweep_spec
 from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
+from trainplane.jobs.sweep_search import best, counts
 from trainplane.services.leases import claim_due
 from trainplane.services.locations import model_root
 from trainplane.services.names import EXPERIMENT, MODEL, names_of, owner_ids
-from trainplane.services.usage import job_usage
+from trainplane.services.sweeps import trial_records
+from trainplane.services.usage import JobUsage, job_usage
 from trainplane.tracking.run_data import AttemptFacts, experiment_name
 from trainplane.tracking.sweep_run import SweepFacts
 
@@ -236,26 +246,31 @@ def _parent_runs(session: Session, sweep_ids: set[str]) -> dict[str, tuple[str |
 
 
 def _sweep_facts(session: Session, sweep: Job, default_storage: str, now: datetime) -> SweepFacts:
-    from trainplane.services.sweeps import sweep_summary
-
-    summary = sweep_summary(session, sweep)
-    best = summary.best_trial if summary is not None else None
-    usage = job_usage(session, [sweep.id], now).get(sweep.id)
+    """The sweep's trials so far and its best (as ``sweep_search.best`` picks
+    it for the API), with where the best trial's exported model is."""
+    spec = load_sweep_spec(sweep.spec)
+    records = trial_records(session, sweep.id)
+    top = best(spec, records)
+    usage = job_usage(session, [sweep.id], now).get(sweep.id, JobUsage())
     facts = SweepFacts(
-        metric=sweep.spec["objective"]["metric"],
-        counts=dict(summary.trials) if summary is not None else {},
-        gpu_hours=usage.gpu_hours if usage else 0.0,
-        cost=usage.cost if usage else 0.0,
-        lost_gpu_hours=usage.lost_gpu_hours if usage else 0.0,
+        metric=spec.objective.metric,
+        counts=counts(records),
+        gpu_hours=usage.gpu_hours,
+        cost=usage.cost,
+        lost_gpu_hours=usage.lost_gpu_hours,
     )
-    if not best:
+    if top is None:
         return facts
-    trial = session.get_one(Job, best["id"])
+    trial = session.scalars(
+        select(Job)
+        .join(SweepTrial, SweepTrial.job_id == Job.id)
+        .where(SweepTrial.sweep_id == sweep.id, SweepTrial.number == top.number)
+    ).one()
     return dataclasses.replace(
         facts,
         best_trial_id=trial.id,
         best_trial_name=trial.name,
-        best_value=best["objective"]["value"],
+        best_value=top.value,
         best_model_root=_model_root(trial, default_storage),
     )
 
