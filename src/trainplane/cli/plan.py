@@ -29,7 +29,7 @@ from trainplane.sdk.specfile import SpecFileError, load_spec_file
 
 PLAN_PATH = "/v1/jobs/plan"
 # Shown in their own way; every other field of the answer is shown as it is.
-KNOWN_FIELDS = ("valid", "spec", "checks", "placement", "strategy", "memory", "cost")
+KNOWN_FIELDS = ("valid", "spec", "checks", "placement", "strategy", "memory", "cost", "sweep")
 
 
 def plan(
@@ -101,6 +101,7 @@ def print_plan(answer: dict[str, Any]) -> None:
     valid = answer.get("valid", True) is not False
     what = " ".join(str(spec[key]) for key in ("kind", "name") if spec.get(key))
     typer.echo(f"{'valid' if valid else 'NOT valid'}{': ' + what if what else ''}")
+    _print_sweep(answer.get("sweep"))
     checks = answer.get("checks") or []
     if checks:
         typer.echo("checks:")
@@ -129,6 +130,27 @@ def print_plan(answer: dict[str, Any]) -> None:
     for key, value in answer.items():
         if key not in KNOWN_FIELDS:
             typer.echo(f"{key}: {_show(value)}")
+
+
+def _print_sweep(sweep: Any) -> None:
+    """The whole search; what follows is of its largest trial."""
+    if not isinstance(sweep, dict):
+        return
+    gpus = sweep.get("gpus_per_trial") or {}
+    fewest, most = gpus.get("min"), gpus.get("max")
+    per_trial = f"{fewest}..{most}" if fewest != most else f"{most}"
+    typer.echo(
+        f"sweep: {sweep.get('trials')} trials, {sweep.get('parallel')} at once, "
+        f"{per_trial} GPUs per trial, peak {sweep.get('peak_gpus')} GPUs"
+    )
+    hours, cost = sweep.get("worst_case_gpu_hours"), sweep.get("worst_case_cost")
+    if hours is None:
+        typer.echo(f"  worst case: {sweep.get('basis') or 'unbounded'}")
+    else:
+        money = f", cost {cost:.2f}" if cost is not None else ""
+        typer.echo(f"  worst case: {hours:g} GPU-hours{money} ({sweep.get('basis', '')})")
+    if sweep.get("trial"):
+        typer.echo(f"below, the largest trial: {sweep['trial']}")
 
 
 def _print_strategy(strategy: Any, memory: Any) -> None:

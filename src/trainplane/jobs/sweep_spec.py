@@ -92,20 +92,14 @@ class SweepParameter(Strict):
             if extra:
                 raise_errors(
                     "SweepParameter",
-                    [
-                        field_error((n,), "only apply to a distribution, not to values")
-                        for n in extra
-                    ],
+                    [field_error((n,), "only applies to a distribution") for n in extra],
                 )
             return self
         missing = [n for n in ("low", "high") if getattr(self, n) is None]
         if missing:
             raise_errors(
                 "SweepParameter",
-                [
-                    field_error((n,), f"required with distribution {self.distribution}")
-                    for n in missing
-                ],
+                [field_error((n,), f"required with {self.distribution}") for n in missing],
             )
         assert self.low is not None and self.high is not None
         if self.distribution == "int_uniform":

@@ -68,7 +68,12 @@ def resolve_paths(
 ) -> None:
     """Make the spec's local paths absolute against ``base``. A spec file's
     ``working_dir`` defaults to its folder (``default_working_dir``); a spec
-    built in code names one only if it says so."""
+    built in code names one only if it says so. A sweep's paths are its
+    trial template's."""
+    trial = document.get("trial")
+    if document.get("kind") == "sweep" and isinstance(trial, dict):
+        resolve_paths(trial, base, default_working_dir=default_working_dir)
+        return
     entrypoint = document.get("entrypoint")
     # A job with entrypoint.code runs in its uploaded bundle: no folder of this machine.
     names_folder = isinstance(entrypoint, dict) and (

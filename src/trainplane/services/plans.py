@@ -6,6 +6,10 @@ then asks the placement code where the job would go if it were submitted
 now: behind every queued job of its priority or higher, on the cluster state
 the scheduler would see. It adds the memory estimate per GPU and the strategy
 (``auto`` resolved), when the job would start, and what it would cost.
+
+A sweep is planned as its largest trial (the most GPUs it sweeps), plus what
+the whole search asks for: trials, how many at once, the peak GPUs and the
+worst-case GPU-hours and cost when its trials have a max_runtime.
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job
-from trainplane.errors import InvalidInputError
+from trainplane.errors import InvalidInputError, InvalidInputsError
 from trainplane.jobs import placement
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
-from trainplane.jobs.spec import FinetuneSpec, TrainSpec
+from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
 from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
@@ -80,14 +84,40 @@ class JobPlan:
     cost: CostForecast
 
 
+@dataclass(frozen=True)
+class SweepPlan:
+    spec: SweepSpec
+    trial: JobPlan  # of its largest trial
+    gpus_per_trial: tuple[int, int]  # fewest, most
+
+    @property
+    def peak_gpus(self) -> int:
+        return self.spec.search.parallel * self.gpus_per_trial[1]
+
+    @property
+    def worst_case_gpu_hours(self) -> float | None:
+        """Every trial on the most GPUs for its whole max_runtime."""
+        seconds = self.trial.cost.max_runtime_seconds
+        if seconds is None:
+            return None
+        return self.spec.trial_count * self.gpus_per_trial[1] * seconds / 3600
+
+    @property
+    def worst_case_cost(self) -> float | None:
+        hours, price = self.worst_case_gpu_hours, self.trial.cost.price_per_gpu_hour
+        return None if hours is None or price is None else hours * price
+
+
 def plan_job(
     session: Session,
     caller: Caller,
-    spec: TrainSpec | FinetuneSpec,
+    spec: TrainSpec | FinetuneSpec | SweepSpec,
     *,
     access: FileAccess,
-) -> JobPlan:
+) -> JobPlan | SweepPlan:
     """Raises what submitting the spec would raise (InvalidInputError, ...)."""
+    if isinstance(spec, SweepSpec):
+        return plan_sweep(session, caller, spec, access=access)
     ref = project_for(session, caller, spec.project, Role.MEMBER, "planning a job")
     check_spec_locations(spec, ref, access)
     inputs = check_job_inputs(spec)
@@ -166,3 +196,40 @@ def _cheapest_holder(
     if not holders:
         return None
     return min(holders, key=lambda c: (prices.get(c.id) or 0.0, c.name)).id
+
+
+def plan_sweep(
+    session: Session, caller: Caller, spec: SweepSpec, *, access: FileAccess
+) -> SweepPlan:
+    """The checks of the sweep's largest trial, with the fields it names in
+    the trial template (``trial.dataset.train``)."""
+    try:
+        trial = plan_job(session, caller, largest_trial(spec), access=access)
+    except InvalidInputError as exc:
+        raise in_trial(exc) from None
+    assert isinstance(trial, JobPlan)
+    return SweepPlan(spec=spec, trial=trial, gpus_per_trial=spec.trial_gpus())
+
+
+def largest_trial(spec: SweepSpec) -> TrainSpec | FinetuneSpec:
+    """Trial 1 with each parameter at its first value, and the most GPUs when
+    the sweep searches resources.gpus (it validated at parse)."""
+    parameters = {path: parameter.points[0] for path, parameter in spec.parameters.items()}
+    if "resources.gpus" in parameters:
+        parameters["resources.gpus"] = spec.max_trial_gpus()
+    return spec.trial_spec(parameters, 1)
+
+
+# Fields a trial takes from its sweep, named as the sweep's.
+_SWEEP_FIELDS = ("name", "project", "register_model", "priority")
+
+
+def in_trial(exc: InvalidInputError) -> InvalidInputError:
+    """``exc`` of a trial's check, with each field named in the sweep's spec."""
+
+    def field(name: str) -> str:
+        return name if name.split(".")[0] in _SWEEP_FIELDS else f"trial.{name}"
+
+    if isinstance(exc, InvalidInputsError):
+        return InvalidInputsError([(field(f), message) for f, message in exc.problems])
+    return InvalidInputError(field(exc.field), exc.message)

@@ -1,4 +1,6 @@
-"""Bodies of ``POST /v1/jobs/plan``: what submitting a spec would do."""
+"""Bodies of ``POST /v1/jobs/plan``: what submitting a spec would do. A
+sweep's plan is its largest trial's, with the sweep's spec and a ``sweep``
+section for the whole search."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from trainplane.jobs.memory import GB
 from trainplane.jobs.strategy_choice import HEADROOM
-from trainplane.services.plans import JobPlan
+from trainplane.services.plans import JobPlan, SweepPlan
 
 
 class InputCheckOut(BaseModel):
@@ -65,6 +67,24 @@ class CostOut(BaseModel):
     basis: str
 
 
+class TrialGpusOut(BaseModel):
+    min: int
+    max: int
+
+
+class SweepPlanOut(BaseModel):
+    trials: int = Field(description="The most trials the search runs.")
+    parallel: int = Field(description="Trials at once.")
+    gpus_per_trial: TrialGpusOut
+    peak_gpus: int = Field(description="parallel x the most GPUs of a trial.")
+    worst_case_gpu_hours: float | None = Field(
+        description="Every trial on the most GPUs for its max_runtime; null: unbounded."
+    )
+    worst_case_cost: float | None = Field(description="At the price of the trial's cluster.")
+    basis: str
+    trial: str = Field(description="Which trial the placement, strategy and cost are of.")
+
+
 class PlanOut(BaseModel):
     """What submitting the spec would do. Nothing was created."""
 
@@ -75,9 +95,14 @@ class PlanOut(BaseModel):
     strategy: StrategyPlanOut
     memory: MemoryOut | None = Field(description="Null without a model size to estimate from.")
     cost: CostOut
+    sweep: SweepPlanOut | None = Field(
+        default=None, description="For a sweep: the whole search; the rest is its largest trial."
+    )
 
     @classmethod
-    def from_plan(cls, plan: JobPlan) -> PlanOut:
+    def from_plan(cls, plan: JobPlan | SweepPlan) -> PlanOut:
+        if isinstance(plan, SweepPlan):
+            return cls._of_sweep(plan)
         where = plan.placement
         start = where.expected_start
         strategy = plan.strategy
@@ -131,6 +156,33 @@ class PlanOut(BaseModel):
                 max_cost=_rounded(cost.cost(gpus, cost.max_runtime_seconds), 4),
                 basis=cost.duration.basis,
             ),
+        )
+
+    @classmethod
+    def _of_sweep(cls, plan: SweepPlan) -> PlanOut:
+        spec, trial = plan.spec, plan.trial
+        fewest, most = plan.gpus_per_trial
+        seconds = trial.cost.max_runtime_seconds
+        count = spec.trial_count
+        if seconds is None:
+            basis = "unbounded: set trial.max_runtime"
+        else:
+            price = trial.cost.price_per_gpu_hour
+            at = f" at {price:g}/GPU-hour" if price is not None else " (no price known)"
+            basis = f"{count} trials x {most} GPUs x {seconds / 3600:g} h (trial.max_runtime){at}"
+        sweep = SweepPlanOut(
+            trials=count,
+            parallel=spec.search.parallel,
+            gpus_per_trial=TrialGpusOut(min=fewest, max=most),
+            peak_gpus=plan.peak_gpus,
+            worst_case_gpu_hours=_rounded(plan.worst_case_gpu_hours, 3),
+            worst_case_cost=_rounded(plan.worst_case_cost, 4),
+            basis=basis,
+            trial=f"{trial.spec.name}: each parameter at its first value"
+            + (f", {most} GPUs" if "resources.gpus" in spec.parameters else ""),
+        )
+        return cls.from_plan(trial).model_copy(
+            update={"spec": spec.model_dump(mode="json"), "sweep": sweep}
         )
 
 
