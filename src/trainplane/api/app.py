@@ -27,6 +27,7 @@ from trainplane.api.routes import (
     registered_models,
     results,
     secrets,
+    sweeps,
     tokens,
     usage,
 )
@@ -171,6 +172,7 @@ def create_app(settings: Settings | None = None, *, local_user: bool = False) ->
     app.include_router(jobs.router)
     app.include_router(progress.router)
     app.include_router(results.router)
+    app.include_router(sweeps.router)
     app.include_router(secrets.router)
     app.include_router(bundles.router)
     app.include_router(inputs.router)

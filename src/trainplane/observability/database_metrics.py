@@ -20,7 +20,7 @@ from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job, Project
 from trainplane.jobs.states import JobStatus
-from trainplane.services.clusters import READY, live_usage
+from trainplane.services.clusters import READY, awaiting_placement, live_usage
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def job_metrics(session: Session, now: datetime) -> Iterator[Metric]:
     rows = session.execute(
         select(Project.name, func.count())
         .join(Job, Job.project_id == Project.id)
-        .where(Job.status == JobStatus.QUEUED.value)
+        .where(awaiting_placement())
         .group_by(Project.name)
         .order_by(Project.name)
     )
@@ -64,9 +64,7 @@ def job_metrics(session: Session, now: datetime) -> Iterator[Metric]:
         queued.add_metric((project,), count)
     yield queued
 
-    oldest = session.scalar(
-        select(func.min(Job.created_at)).where(Job.status == JobStatus.QUEUED.value)
-    )
+    oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
     yield GaugeMetricFamily(
         "trainplane_queue_oldest_wait_seconds",
         "How long the longest-waiting queued job has waited since it was submitted (0: none).",

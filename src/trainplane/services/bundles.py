@@ -137,7 +137,8 @@ def delete_unused_bundles(session: Session, now: datetime, retention: timedelta)
         if not stale:
             return 0
         named = {
-            (project_id, (spec.get("entrypoint") or {}).get("code"))
+            # A sweep's trials to come launch from its template's bundle.
+            (project_id, ((spec.get("trial") or spec).get("entrypoint") or {}).get("code"))
             for project_id, spec in session.execute(
                 select(Job.project_id, Job.spec).where(
                     Job.status.not_in([status.value for status in TERMINAL_STATUSES]),

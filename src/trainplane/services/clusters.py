@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy import ColumnElement, Engine, and_, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,6 +27,12 @@ READY = "READY"
 UNREACHABLE = "UNREACHABLE"
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
+
+
+def awaiting_placement() -> ColumnElement[bool]:
+    """Jobs that wait for GPUs: the QUEUED ones but sweeps, which are never
+    placed (their trials are)."""
+    return and_(Job.status == JobStatus.QUEUED.value, Job.kind != "sweep")
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ def queued_demand(session: Session) -> list[tuple[Demand, int]]:
     """Queued jobs grouped by shape, with how many have each. Call inside a unit of work."""
     rows = session.execute(
         select(Job.gpus, Job.gpus_per_node, Job.gpu_type, func.count().label("jobs"))
-        .where(Job.status == JobStatus.QUEUED.value)
+        .where(awaiting_placement())
         .group_by(Job.gpus, Job.gpus_per_node, Job.gpu_type)
     )
     return [(Demand("queued", r.gpus, r.gpus_per_node, r.gpu_type), r.jobs) for r in rows]

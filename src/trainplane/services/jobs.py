@@ -48,6 +48,7 @@ from trainplane.services.submissions import (
     strategy_for,
 )
 from trainplane.services.sweep_submit import submit_sweep
+from trainplane.services.sweeps import SweepSummary, cancel_sweep, sweep_summary
 from trainplane.services.sweeps import insert_trial_job as insert_trial_job  # trials are jobs
 from trainplane.services.usage import JobUsage, job_usage
 
@@ -141,6 +142,7 @@ class JobDetail:
     tracking: JobTracking | None = None  # its MLflow run, once it was placed
     usage: JobUsage | None = None  # GPU time and cost so far
     env_hidden: bool = False  # the caller is a viewer: entrypoint.env values are hidden
+    sweep: SweepSummary | None = None  # for a sweep: its best trial and trial counts
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -178,7 +180,8 @@ def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
         usage = job_usage(session, [job_id], utcnow()).get(job_id)
         queue = queue_views(session, [job]).get(job.id)
         hidden = not sees_env_values(caller, job.project_id)
-        return JobDetail(job, attempts, queue, tracking, usage, env_hidden=hidden)
+        sweep = sweep_summary(session, job)
+        return JobDetail(job, attempts, queue, tracking, usage, env_hidden=hidden, sweep=sweep)
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ class JobFilter:
     statuses: Sequence[JobStatus] = ()
     project: str | None = None
     name: str | None = None
+    parent: str | None = None  # a sweep's id: its trials
 
 
 # What a job list shows: plain rows, no ORM objects and no spec document, because
@@ -209,6 +213,7 @@ SUMMARY_COLUMNS = (
     Job.updated_at,
     Job.started_at,
     Job.finished_at,
+    Job.parent_id,
 )
 
 
@@ -238,6 +243,8 @@ def list_jobs(
         query = query.where(Job.status.in_([s.value for s in filters.statuses]))
     if filters.name:
         query = query.where(Job.name == filters.name)
+    if filters.parent:
+        query = query.where(Job.parent_id == filters.parent)
     if cursor:
         created_at, job_id = decode_cursor(cursor)
         query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created_at, job_id))
@@ -254,14 +261,17 @@ def list_jobs(
 
 def cancel_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
     """QUEUED and RESTARTING jobs end at once; live attempts go through
-    CANCELLING until the cluster confirms; a repeated cancel changes nothing."""
+    CANCELLING until the cluster confirms; a repeated cancel changes nothing.
+    A sweep's open trials are cancelled with it, in the same transaction."""
     with session.begin():
         job = load_job(session, caller, job_id, for_update=True)
         caller.require(job.project_id, Role.MEMBER, "cancelling a job")
         status = JobStatus(job.status)
         if status in TERMINAL_STATUSES:
             raise ConflictError(f"job {job_id} already ended as {status}; nothing to cancel")
-        if status in CANCEL_IMMEDIATELY:
+        if job.kind == "sweep":
+            cancel_sweep(session, job, actor=caller.subject)
+        elif status in CANCEL_IMMEDIATELY:
             set_status(
                 session,
                 job,

@@ -21,7 +21,7 @@ from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.placement import ClusterState, Demand, plan
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.states import AttemptStatus, JobStatus
-from trainplane.services.clusters import cluster_states
+from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.quotas import project_quotas, project_shares
 from trainplane.services.status import SCHEDULER_ACTOR, set_status_many
 from trainplane.services.tracking import start_tracking
@@ -58,7 +58,7 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
             Job.max_runtime_seconds,
             Job.gpu_memory_gb,
         )
-        .where(Job.status == JobStatus.QUEUED.value)
+        .where(awaiting_placement())
         .order_by(*queue_order())
     )
     if min_priority is not None:

@@ -27,7 +27,7 @@ from trainplane.db.models import Job
 from trainplane.jobs.placement import ClusterState, Demand, wait_reason
 from trainplane.jobs.quotas import ProjectQuota
 from trainplane.jobs.states import JobStatus
-from trainplane.services.clusters import cluster_states
+from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.placement import load_queue, queue_order
 from trainplane.services.quotas import project_quotas, project_shares
 
@@ -67,11 +67,9 @@ def _behind(job: Any, key: tuple[int, datetime, str]) -> bool:
 
 
 def take_snapshot(session: Session) -> QueueSnapshot:
-    queued = select(Job.id, Job.priority, Job.created_at).where(
-        Job.status == JobStatus.QUEUED.value
-    )
+    queued = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
     projects = session.scalars(
-        select(Job.project_id).where(Job.status == JobStatus.QUEUED.value).distinct().limit(2)
+        select(Job.project_id).where(awaiting_placement()).distinct().limit(2)
     ).all()
     if len(projects) > 1:
         # Projects compete: the order is fair share's, which needs the whole queue.
@@ -120,7 +118,7 @@ def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
     """For the QUEUED ones among ``jobs`` (rows or Jobs with id, project_id,
     status, priority, created_at, gpus, gpus_per_node, gpu_type, gpu_memory_gb). Call inside
     a unit of work."""
-    queued = [j for j in jobs if j.status == JobStatus.QUEUED.value]
+    queued = [j for j in jobs if j.status == JobStatus.QUEUED.value and j.kind != "sweep"]
     if not queued:
         return {}
     snapshot = _snapshot(session, queued)

@@ -77,10 +77,15 @@ def list_jobs(
     status: Annotated[list[JobStatus] | None, Query(description="Repeat to match several.")] = None,
     project: Annotated[ProjectName | None, Query()] = None,
     name: Annotated[JobName | None, Query()] = None,
+    parent: Annotated[
+        str | None, Query(max_length=26, description="A sweep's id: its trials.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response:
-    filters = job_service.JobFilter(statuses=status or (), project=project, name=name)
+    filters = job_service.JobFilter(
+        statuses=status or (), project=project, name=name, parent=parent
+    )
     page = job_service.list_jobs(session, caller, filters, limit=limit, cursor=cursor)
     return json_response(
         JobPage(

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Row
 
 from trainplane.api.schemas.progress import ProgressOut
+from trainplane.api.schemas.sweeps import BestTrialOut, TrialCountsOut
 from trainplane.api.schemas.tracking import RegisteredModelOut, TrackingOut
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobEvent
@@ -50,6 +51,7 @@ class JobSummary(BaseModel):
         description="Of gpu_hours, those of attempts a later attempt replaced (after a "
         "failure, a lost cluster or a preemption).",
     )
+    parent: str | None = Field(default=None, description="A trial's sweep; null otherwise.")
 
     @classmethod
     def fields_of(
@@ -79,6 +81,7 @@ class JobSummary(BaseModel):
             "gpu_hours": round(usage.gpu_hours, 6),
             "cost": round(usage.cost, 6),
             "lost_gpu_hours": round(usage.lost_gpu_hours, 6),
+            "parent": row.parent_id,
         }
 
     @classmethod
@@ -140,6 +143,12 @@ class JobOut(JobSummary):
         default="",
         description="How strategy auto picked the strategy; empty when the spec named it.",
     )
+    best_trial: BestTrialOut | None = Field(
+        default=None, description="A sweep's best trial so far; null for other jobs."
+    )
+    trials: TrialCountsOut | None = Field(
+        default=None, description="A sweep's trials by state; null for other jobs."
+    )
 
     @classmethod
     def from_detail(cls, detail: JobDetail, *, tracking_enabled: bool) -> JobOut:
@@ -157,6 +166,8 @@ class JobOut(JobSummary):
             tracking=TrackingOut.from_view(tracking),
             registered_model=RegisteredModelOut.from_view(tracking, job.spec),
             strategy_reason=job.strategy_reason or "",
+            best_trial=BestTrialOut.of(detail.sweep),
+            trials=TrialCountsOut.of(detail.sweep),
         )
 
     @classmethod
@@ -168,6 +179,7 @@ class JobOut(JobSummary):
             spec=job.spec,
             tracking=TrackingOut.from_view(tracking),
             strategy_reason=job.strategy_reason or "",
+            trials=TrialCountsOut() if job.kind == "sweep" else None,
         )
 
 
