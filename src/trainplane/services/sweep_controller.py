@@ -32,20 +32,15 @@ from sqlalchemy.orm import Session
 
 from trainplane import wakeup
 from trainplane.db.engine import read_only
-from trainplane.db.models import Job, JobAttempt
+from trainplane.db.models import Job
 from trainplane.errors import StaleStateError
 from trainplane.jobs import sweep_search
 from trainplane.jobs.spec import SpecError, load_sweep_spec, spec_errors
-from trainplane.jobs.states import (
-    CANCEL_IMMEDIATELY,
-    CANCEL_VIA_CLUSTER,
-    TERMINAL_STATUSES,
-    JobStatus,
-)
+from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
 from trainplane.jobs.sweep_search import TrialRecord
 from trainplane.jobs.sweep_spec import SweepSpec
-from trainplane.services.status import SCHEDULER_ACTOR, set_status, set_status_many
-from trainplane.services.sweeps import insert_trial_job, trial_records
+from trainplane.services.status import SCHEDULER_ACTOR, set_status
+from trainplane.services.sweeps import insert_trial_job, stop_trials, trial_records
 from trainplane.services.tracking import start_tracking
 
 log = logging.getLogger(__name__)
@@ -208,10 +203,10 @@ def _cancel(session: Session, sweep: Job, done: _Pass) -> None:
     """CANCELLING: stop what is left of the trials (again, should a trial have
     been queued back or restarted since the cancel); CANCELLED once every one
     has ended."""
-    trials = _trial_statuses(session, sweep.id)
-    if _stop_trials(session, sweep, trials):
+    if stop_trials(session, sweep, actor=SCHEDULER_ACTOR):
         return
-    ended = Counter(status.lower() for status in trials.values())
+    statuses = session.scalars(select(Job.status).where(Job.parent_id == sweep.id))
+    ended = Counter(status.lower() for status in statuses)
     what = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none created"
     _move(session, sweep, S.CANCELLED, f"cancelled; its trials ended: {what}", done)
 
@@ -219,44 +214,8 @@ def _cancel(session: Session, sweep: Job, done: _Pass) -> None:
 def _fail(session: Session, sweep: Job, reason: str, done: _Pass) -> None:
     """The sweep FAILED; its live trials are cancelled (nobody would read
     them)."""
-    _stop_trials(session, sweep, _trial_statuses(session, sweep.id))
+    stop_trials(session, sweep, actor=SCHEDULER_ACTOR)
     _move(session, sweep, S.FAILED, reason, done)
-
-
-def _trial_statuses(session: Session, sweep_id: str) -> dict[str, str]:
-    return dict(session.execute(select(Job.id, Job.status).where(Job.parent_id == sweep_id)).all())
-
-
-def _stop_trials(session: Session, sweep: Job, trials: dict[str, str]) -> bool:
-    """Cancel the trials not yet ended, as a user's cancel would: those with no
-    live attempt at once, the others through CANCELLING (their attempts due for
-    a look now). Idempotent: trials already CANCELLING are left alone, and one
-    whose status changed meanwhile is caught on the next pass. True if any trial
-    had not ended."""
-    open_trials = {job_id: status for job_id, status in trials.items() if status not in _TERMINAL}
-    reason = f"cancelled with sweep {sweep.name}"
-    for status in CANCEL_IMMEDIATELY:
-        ids = [job_id for job_id, s in open_trials.items() if s == status.value]
-        set_status_many(
-            session, dict.fromkeys(ids, reason), status, S.CANCELLED, actor=SCHEDULER_ACTOR
-        )
-    stopping: set[str] = set()
-    for status in CANCEL_VIA_CLUSTER:
-        ids = [job_id for job_id, s in open_trials.items() if s == status.value]
-        stopping |= set_status_many(
-            session,
-            dict.fromkeys(ids, f"{reason}; stopping the attempt"),
-            status,
-            S.CANCELLING,
-            actor=SCHEDULER_ACTOR,
-        )
-    if stopping:
-        session.execute(
-            update(JobAttempt)
-            .where(JobAttempt.job_id.in_(sorted(stopping)), JobAttempt.lease_token.is_(None))
-            .values(lease_expires_at=None)
-        )
-    return bool(open_trials)
 
 
 def _move(session: Session, sweep: Job, target: JobStatus, reason: str, done: _Pass) -> None:
