@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
 from trainplane.db.models import Cluster, Job
-from trainplane.errors import InvalidInputError, InvalidInputsError
+from trainplane.errors import InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.memory import GB
@@ -49,6 +49,7 @@ from trainplane.services.projects import project_for
 from trainplane.services.quotas import project_quotas, project_shares
 from trainplane.services.secrets import check_secret_refs
 from trainplane.services.storage_access import check_checkpoint_storage
+from trainplane.services.sweep_submit import trial_fields
 
 PLANNED = "planned"  # the would-be job's id in the placement code
 
@@ -202,11 +203,9 @@ def plan_sweep(
     session: Session, caller: Caller, spec: SweepSpec, *, access: FileAccess
 ) -> SweepPlan:
     """The checks of the sweep's largest trial, with the fields it names in
-    the trial template (``trial.dataset.train``)."""
-    try:
+    the sweep's spec (``trial.dataset.train``, ``parameters.<path>``)."""
+    with trial_fields(spec):
         trial = plan_job(session, caller, largest_trial(spec), access=access)
-    except InvalidInputError as exc:
-        raise in_trial(exc) from None
     assert isinstance(trial, JobPlan)
     return SweepPlan(spec=spec, trial=trial, gpus_per_trial=spec.trial_gpus())
 
@@ -218,18 +217,3 @@ def largest_trial(spec: SweepSpec) -> TrainSpec | FinetuneSpec:
     if "resources.gpus" in parameters:
         parameters["resources.gpus"] = spec.max_trial_gpus()
     return spec.trial_spec(parameters, 1)
-
-
-# Fields a trial takes from its sweep, named as the sweep's.
-_SWEEP_FIELDS = ("name", "project", "register_model", "priority")
-
-
-def in_trial(exc: InvalidInputError) -> InvalidInputError:
-    """``exc`` of a trial's check, with each field named in the sweep's spec."""
-
-    def field(name: str) -> str:
-        return name if name.split(".")[0] in _SWEEP_FIELDS else f"trial.{name}"
-
-    if isinstance(exc, InvalidInputsError):
-        return InvalidInputsError([(field(f), message) for f, message in exc.problems])
-    return InvalidInputError(field(exc.field), exc.message)
