@@ -168,6 +168,13 @@ MATRIX: list[tuple[str, Request, dict[str, int]]] = [
     ("logs", lambda w: ("GET", f"/v1/jobs/{w.job}/logs", {}), reads_alpha()),
     ("metrics", lambda w: ("GET", f"/v1/jobs/{w.job}/metrics", {}), reads_alpha()),
     ("checkpoints", lambda w: ("GET", f"/v1/jobs/{w.job}/checkpoints", {}), reads_alpha()),
+    # The job is no sweep: 422 to whoever may see it, hidden from the others.
+    (
+        "trials",
+        lambda w: ("GET", f"/v1/jobs/{w.job}/trials", {}),
+        roles(422, viewer=422, outsider=404),
+    ),
+    ("list trials", lambda w: ("GET", "/v1/jobs", {"params": {"parent": w.job}}), everyone(200)),
     # No attempt of the job has run, so there is no result to read yet.
     ("result", lambda w: ("GET", f"/v1/jobs/{w.job}/result", {}), everyone(404)),
     (
