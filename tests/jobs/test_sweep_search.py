@@ -238,3 +238,15 @@ def test_best_is_the_succeeded_trial_with_the_best_value_for_min_and_max():
     assert best(spec, records[3:5]) is None
     assert counts(records) == {"running": 1, "succeeded": 5, "pruned": 1, "failed": 1}
     assert counts([]) == {"running": 0, "succeeded": 0, "pruned": 0, "failed": 0}
+
+
+def test_stored_parameters_outside_the_space_are_left_out_of_the_study():
+    spec = sweep(MIXED, search={"algorithm": "tpe", "trials": 6})
+    odd = [
+        record(1, "succeeded", 0.5, parameters={LR: 5.0, "entrypoint.args.batch": 48}),
+        record(2, "succeeded", 0.4, parameters={"entrypoint.args.layers": 3, "gone": 1}),
+        record(3, "failed", parameters={}),
+    ]
+    parameters = propose(spec, odd, 4)
+    assert parameters is not None and set(parameters) == set(MIXED)
+    assert propose(spec, odd, 4) == parameters

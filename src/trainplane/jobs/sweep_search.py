@@ -164,7 +164,9 @@ def judge(
     others = [t for t in trials if t.number != number]
     study = _study(spec, [*others, judged], sampler=None, pruner=_pruner(optuna, spec))
     frozen = next(t for t in study.get_trials(deepcopy=False) if t.user_attrs["number"] == number)
-    # Optuna's own path: the trial reports, then asks its study's pruner.
+    # Optuna's own path: the trial reports, then asks its study's pruner (which
+    # writes what it keeps, ASHA's rung values, into the trial's system attrs).
+    # A FrozenTrial names its storage id only privately; Trial needs that id.
     trial = optuna.trial.Trial(study, frozen._trial_id)
     with _quiet(optuna):
         trial.report(float(value), step)
@@ -291,7 +293,7 @@ def _frozen(
         if path not in spaces:
             continue  # not a parameter of this spec: nothing to learn from it
         internal = _to_internal(spec.parameters[path], value)
-        if internal is not None and spaces[path]._contains(spaces[path].to_internal_repr(internal)):
+        if internal is not None and _inside(spec.parameters[path], internal):
             params[path] = internal
     intermediate = {int(step): float(v) for step, v in record.intermediate.items()}
     value: float | None = None
@@ -343,6 +345,14 @@ def _to_internal(parameter: SweepParameter, value: Any) -> Any:
         if _canonical(candidate) == wanted:
             return index
     return None
+
+
+def _inside(parameter: SweepParameter, internal: Any) -> bool:
+    """Whether a stored value lies in the parameter's space as the spec now
+    states it (Optuna refuses a trial holding one that does not)."""
+    if parameter.values is not None:
+        return True  # found among the values by _to_internal
+    return float(parameter.low or 0) <= internal <= float(parameter.high or 0)
 
 
 def _from_internal(parameter: SweepParameter, internal: Any) -> Any:
