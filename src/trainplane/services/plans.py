@@ -28,10 +28,9 @@ from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
 from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
-from trainplane.jobs.states import JobStatus
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
-from trainplane.services.clusters import cluster_states
+from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.estimates import StrategyPlan, plan_strategy
 from trainplane.services.file_access import FileAccess, check_spec_locations
 from trainplane.services.forecasts import (
@@ -155,7 +154,7 @@ def plan_job(
         ahead = session.scalar(
             select(func.count())
             .select_from(Job)
-            .where(Job.status == JobStatus.QUEUED.value, Job.priority >= spec.priority_rank)
+            .where(awaiting_placement(), Job.priority >= spec.priority_rank)
         )
         order = project_shares(session).order([*queue[:ahead], planned, *queue[ahead:]])
         quotas = QuotaLedger.of(project_quotas(session, now))
