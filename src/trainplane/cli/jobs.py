@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ from trainplane.cli.output import (
 )
 from trainplane.cli.trials import print_trials
 from trainplane.sdk.errors import TrainplaneError
+from trainplane.sdk.sessions import Session
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
 
@@ -174,6 +176,19 @@ def jobs_compare(
         print_comparison(comparison)
 
 
+# Job ids: 26 characters of lowercase Crockford base32 (trainplane.ids).
+_JOB_ID = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
+
+
+def job_id_of(client: Session, given: str) -> str:
+    """The id of ``given``: an id as it is, else the newest job of that name
+    (DESIGN.md: a job name stands for the latest job of that name)."""
+    if _JOB_ID.fullmatch(given):
+        return given
+    page = call(client.get, "/v1/jobs", name=given, limit=1)
+    return page["items"][0]["id"] if page["items"] else given
+
+
 class TrialsOutput(StrEnum):
     table = "table"
     json = "json"
@@ -182,12 +197,13 @@ class TrialsOutput(StrEnum):
 
 @jobs_app.command("trials")
 def jobs_trials(
-    sweep_id: Annotated[str, typer.Argument(help="The sweep's id (or name, or id prefix).")],
+    sweep_id: Annotated[str, typer.Argument(help="The sweep's id, or its name (its newest).")],
     output: Annotated[TrialsOutput, typer.Option(help="table, json or yaml.")] = TrialsOutput.table,
 ) -> None:
     """List a sweep's trials: parameters, status, objective (last and best) and
     step, by number; the best trial is marked."""
-    listing = call(State.client().get, f"/v1/jobs/{sweep_id}/trials")
+    client = State.client()
+    listing = call(client.get, f"/v1/jobs/{job_id_of(client, sweep_id)}/trials")
     if output is TrialsOutput.json:
         typer.echo(json.dumps(listing, indent=2))
     elif output is TrialsOutput.yaml:
