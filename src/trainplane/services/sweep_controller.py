@@ -177,9 +177,8 @@ def _search(session: Session, sweep: Job, spec: SweepSpec, now: datetime, done: 
     if live == 0 and (len(records) >= total or exhausted):
         _complete(session, sweep, spec, records, done)
         return
-    _set_reason(
-        session, sweep, f"searching: {len(records)} of {total} trials created, {live} running"
-    )
+    progress = f"searching: {len(records)} of {total} trials created, {live} running"
+    _set_reason(session, sweep, progress, now)
 
 
 def _complete(
@@ -223,14 +222,14 @@ def _move(session: Session, sweep: Job, target: JobStatus, reason: str, done: _P
     done.notes.append(f"sweep {sweep.id} -> {target}: {reason}")
 
 
-def _set_reason(session: Session, sweep: Job, reason: str) -> None:
+def _set_reason(session: Session, sweep: Job, reason: str, now: datetime) -> None:
     """The sweep's progress shown as its reason: no status change, no event."""
     if sweep.reason == reason:
         return
     session.execute(
         update(Job)
         .where(Job.id == sweep.id, Job.status == sweep.status)
-        .values(reason=reason)
+        .values(reason=reason, updated_at=now)
         .execution_options(synchronize_session=False)
     )
 
