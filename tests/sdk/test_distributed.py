@@ -157,3 +157,28 @@ def test_a_function_that_raises_shows_the_remote_traceback_and_fails_the_job(
     assert job.status == "FAILED"
     assert "batch size 33 is odd" in job.reason
     assert isinstance(error, trainplane.JobFailed)
+
+
+def test_a_sweep_of_the_function_runs_each_trial_with_its_own_arguments(train) -> None:
+    search = train.options_with(gpus=1).sweep(
+        steps=8,
+        parameters={"lr": [0.001, 0.05]},
+        objective="loss",
+        search={"algorithm": "grid", "parallel": 2},
+        name="tiny-mlp-lr",
+    )
+    with search.cancelled_if_abandoned(BaseException):
+        sweep = search.result(timeout=240)
+    trials = search.trials().items
+    assert [(t.name, t.parameters, t.status, t.step) for t in trials] == [
+        ("tiny-mlp-lr-1", {"entrypoint.args.lr": 0.001}, "SUCCEEDED", 8),
+        ("tiny-mlp-lr-2", {"entrypoint.args.lr": 0.05}, "SUCCEEDED", 8),
+    ]
+    # Each trial's call got its own learning rate: the same data, other losses.
+    assert trials[0].last_value != trials[1].last_value
+    best = min(trials, key=lambda t: t.last_value)
+    assert sweep.best_trial is not None and sweep.best_trial.id == best.id
+    assert sweep.best_trial.objective.value == pytest.approx(best.last_value)
+    returned = search.best_result()
+    assert returned["world"] == 1
+    assert returned["final_loss"] == pytest.approx(best.last_value)
