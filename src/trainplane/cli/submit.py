@@ -271,7 +271,7 @@ def submit(
     deadline = None if timeout is None else time.monotonic() + timeout
     waiter = Waiter(client, reconnect_timeout, deadline)
     try:
-        if job["kind"] == "sweep":  # no log or progress of its own: its trials'
+        if job.get("kind") == "sweep":  # no log or progress of its own: its trials'
             board = TrialBoard(
                 sys.stderr, terminal=is_terminal(sys.stderr), interval=progress_interval
             )
