@@ -25,7 +25,7 @@ Two ways to run it:
   stop included); beside them the training seconds (first to last reported
   step). On examples/mlp a trial trains for 1-2 s inside some 15 s of worker
   start and stop, so there the GPU-seconds measure the per-trial overhead more
-  than the search. About 7 minutes on 2 cores.
+  than the search. About 5 to 6 minutes on 2 cores.
 
 Targets (issue 27): ASHA's best objective within 5% of the full search's,
 with at most 50% of its GPU-seconds.
