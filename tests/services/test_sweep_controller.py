@@ -140,6 +140,49 @@ def test_trials_are_refilled_as_they_end_and_the_best_one_is_named(session, subm
     assert advance(session) == []  # ended: nothing more to do
 
 
+def test_a_sweep_with_register_model_succeeds_once_its_best_model_is_registered(session, submit):
+    document = spec(trials=1, parallel=1)
+    document["register_model"] = {"name": "lr-best", "alias": "best"}
+    sweep_id = submit(document)
+    advance(session)
+    ((_, trial),) = trials(session, sweep_id)
+    end(session, trial.id, JobStatus.SUCCEEDED, value=0.5)
+
+    advance(session)
+    advance(session)  # waiting changes nothing however often it looks
+
+    sweep = job_row(session, sweep_id)
+    assert sweep.status == "RUNNING"
+    assert sweep.reason.endswith("best lr-1: loss 0.5; registering its model as lr-best")
+    # The tracking loop registered it (scheduler.tracking).
+    with session.begin():
+        session.execute(
+            update(JobTracking).where(JobTracking.job_id == sweep_id).values(model_version="1")
+        )
+    advance(session)
+    sweep = job_row(session, sweep_id)
+    assert (sweep.status, sweep.reason) == (
+        "SUCCEEDED",
+        "1 trial: 1 succeeded, 0 pruned, 0 failed; best lr-1: loss 0.5",
+    )
+
+
+def test_without_tracking_a_sweep_says_its_model_was_not_registered(session, submit):
+    document = spec(trials=1, parallel=1)
+    document["register_model"] = {"name": "lr-best"}
+    sweep_id = submit(document)
+    advance(session)
+    ((_, trial),) = trials(session, sweep_id)
+    end(session, trial.id, JobStatus.SUCCEEDED, value=0.5)
+    session.expunge_all()
+    advance_sweeps(session, utcnow(), tracking=False)
+    sweep = job_row(session, sweep_id)
+    assert sweep.status == "SUCCEEDED"
+    assert sweep.reason.endswith(
+        "its model was not registered: experiment tracking is off on this server"
+    )
+
+
 def test_a_sweep_whose_trials_all_failed_fails(session, submit):
     sweep_id = submit(spec(trials=2, parallel=2))
     advance(session)

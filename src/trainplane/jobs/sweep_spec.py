@@ -206,6 +206,13 @@ class SweepSpec(Strict):
         return len(grid) if grid is not None else DEFAULT_TRIALS
 
     @property
+    def planned_trials(self) -> int:
+        """How many trials the sweep makes at most: ``search.trials``, or fewer
+        when its grid has fewer combinations."""
+        grid = self.grid
+        return min(self.trial_count, len(grid)) if grid is not None else self.trial_count
+
+    @property
     def grid_size(self) -> int:
         """The number of combinations of the parameters' values (distributions count 0)."""
         return math.prod(

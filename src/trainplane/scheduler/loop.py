@@ -104,7 +104,8 @@ class Scheduler:
     def advance_sweeps(self) -> None:
         """Sweeps start, get new trials (placed in this same pass) and end."""
         with self.sessions() as session:
-            for change in advance_sweeps(session, utcnow()):
+            changes = advance_sweeps(session, utcnow(), tracking=self.settings.tracking_enabled)
+            for change in changes:
                 log.info("%s", change)
 
     def preempt(self) -> None:

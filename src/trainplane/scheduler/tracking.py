@@ -173,6 +173,12 @@ def sync(
         if signature != work.synced_attempts:
             _log_progress(work, mlflow, run_id, now)
             result.synced_attempts = signature
+        if work.sweep is not None and work.sweep.settled and not work.ended:
+            # Registered before the sweep ends: its SUCCEEDED waits for the
+            # model (services.sweep_registration).
+            result.error = _register_wanted(
+                work, mlflow, run_id, result, job_url, keep_lease, claim_name
+            )
         if work.can_finish:
             _finish(work, mlflow, run_id, result, now, job_url, keep_lease, claim_name)
     except (TrackingError, StorageError) as exc:
@@ -264,6 +270,28 @@ def _register(
     return None
 
 
+def _register_wanted(
+    work: TrackingWork,
+    mlflow: MlflowTracking,
+    run_id: str,
+    result: SyncResult,
+    job_url: str | None,
+    keep_lease: Callable[[], LeaseKeeper],
+    claim_name: NameClaim,
+) -> str | None:
+    """Register the model the spec asks for, unless it is already; why it
+    cannot be, if it cannot."""
+    # A trial's spec names the sweep's model only so that its runtime exports it.
+    wanted = work.spec.get("register_model") if work.parent_id is None else None
+    if not wanted or work.model_version is not None or result.model_version is not None:
+        return None
+    model = NameUse(names.MODEL, wanted["name"])
+    unavailable = name_refusal(work, mlflow, model, work.model_owner, claim_name)
+    if unavailable is None:
+        unavailable = _register(work, mlflow, run_id, result, job_url, keep_lease)
+    return unavailable
+
+
 def _finish(
     work: TrackingWork,
     mlflow: MlflowTracking,
@@ -274,14 +302,11 @@ def _finish(
     keep_lease: Callable[[], LeaseKeeper],
     claim_name: NameClaim,
 ) -> None:
-    # A trial's spec names the sweep's model only so that its runtime exports it.
-    wanted = work.spec.get("register_model") if work.parent_id is None else None
     unavailable = None
-    if wanted and work.status is JobStatus.SUCCEEDED and work.model_version is None:
-        model = NameUse(names.MODEL, wanted["name"])
-        unavailable = name_refusal(work, mlflow, model, work.model_owner, claim_name)
-        if unavailable is None:
-            unavailable = _register(work, mlflow, run_id, result, job_url, keep_lease)
+    if work.status is JobStatus.SUCCEEDED:
+        unavailable = _register_wanted(
+            work, mlflow, run_id, result, job_url, keep_lease, claim_name
+        )
     end = work.finished_at or now
     spans = [
         AttemptSpan(a.gpus, a.started_at, a.finished_at, a.price_per_gpu_hour)

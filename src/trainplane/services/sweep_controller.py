@@ -40,6 +40,7 @@ from trainplane.jobs.states import TERMINAL_STATUSES, JobStatus
 from trainplane.jobs.sweep_search import TrialRecord
 from trainplane.jobs.sweep_spec import SweepSpec
 from trainplane.services.status import SCHEDULER_ACTOR, set_status
+from trainplane.services.sweep_registration import registration_pending
 from trainplane.services.sweeps import insert_trial_job, stop_trials, trial_records
 from trainplane.services.tracking import start_tracking
 
@@ -53,15 +54,19 @@ _TERMINAL = {s.value for s in TERMINAL_STATUSES}
 
 @dataclass
 class _Pass:
-    """What one sweep's transaction changed."""
+    """What one sweep's transaction changed, and what it may count on."""
 
+    # Whether this server's tracking loop registers models (tracking enabled):
+    # only then does a sweep with register_model wait for its best trial's.
+    tracking: bool = True
     notes: list[str] = field(default_factory=list)
     created: int = 0  # trials inserted (placement has new work)
 
 
-def advance_sweeps(session: Session, now: datetime) -> list[str]:
+def advance_sweeps(session: Session, now: datetime, *, tracking: bool = True) -> list[str]:
     """Advance every sweep in QUEUED, RUNNING or CANCELLING, each in its own
-    transaction; returns what changed, for the log."""
+    transaction; returns what changed, for the log. ``tracking``: whether the
+    server tracks jobs in MLflow (and so registers models)."""
     with read_only(session):
         ids = list(
             session.scalars(
@@ -83,7 +88,7 @@ def advance_sweeps(session: Session, now: datetime) -> list[str]:
                 )
                 if sweep is None:
                     continue  # another scheduler holds it, or it ended meanwhile
-                done = _advance(session, sweep, now)
+                done = _advance(session, sweep, now, _Pass(tracking=tracking))
         except (StaleStateError, IntegrityError) as exc:
             # A trial or the sweep changed under us, or (without the lock, which
             # should never happen) a trial number was taken: nothing was
@@ -102,8 +107,7 @@ def advance_sweeps(session: Session, now: datetime) -> list[str]:
     return notes
 
 
-def _advance(session: Session, sweep: Job, now: datetime) -> _Pass:
-    done = _Pass()
+def _advance(session: Session, sweep: Job, now: datetime, done: _Pass) -> _Pass:
     status = S(sweep.status)
     if status is S.CANCELLING:
         _cancel(session, sweep, done)
@@ -115,7 +119,7 @@ def _advance(session: Session, sweep: Job, now: datetime) -> _Pass:
         return done
     if status is S.QUEUED:
         search = spec.search
-        reason = f"searching: {_total(spec)} trials, {search.parallel} at once"
+        reason = f"searching: {spec.planned_trials} trials, {search.parallel} at once"
         _move(session, sweep, S.RUNNING, reason, done)
         # The sweep's MLflow parent run, opened by the tracking loop.
         start_tracking(session, [sweep.id], now)
@@ -123,16 +127,9 @@ def _advance(session: Session, sweep: Job, now: datetime) -> _Pass:
     return done
 
 
-def _total(spec: SweepSpec) -> int:
-    """How many trials the sweep makes at most: ``search.trials``, or fewer
-    when its grid has fewer combinations."""
-    grid = spec.grid
-    return min(spec.trial_count, len(grid)) if grid is not None else spec.trial_count
-
-
 def _search(session: Session, sweep: Job, spec: SweepSpec, now: datetime, done: _Pass) -> None:
     records = list(trial_records(session, sweep.id))
-    total = _total(spec)
+    total = spec.planned_trials
     live = sum(1 for r in records if r.state == "running")
     steps = sweep_search.decision_steps(spec)
     exhausted = False
@@ -175,19 +172,24 @@ def _search(session: Session, sweep: Job, spec: SweepSpec, now: datetime, done: 
         done.created += 1
         done.notes.append(f"sweep {sweep.id}: trial {number} {_shown(parameters)}")
     if live == 0 and (len(records) >= total or exhausted):
-        _complete(session, sweep, spec, records, done)
+        _complete(session, sweep, spec, records, done, now)
         return
     progress = f"searching: {len(records)} of {total} trials created, {live} running"
     _set_reason(session, sweep, progress, now)
 
 
 def _complete(
-    session: Session, sweep: Job, spec: SweepSpec, records: list[TrialRecord], done: _Pass
+    session: Session,
+    sweep: Job,
+    spec: SweepSpec,
+    records: list[TrialRecord],
+    done: _Pass,
+    now: datetime,
 ) -> None:
     tally = sweep_search.counts(records)
     summary = (
-        f"{len(records)} trials: {tally['succeeded']} succeeded, {tally['pruned']} pruned, "
-        f"{tally['failed']} failed"
+        f"{len(records)} trial{'' if len(records) == 1 else 's'}: "
+        f"{tally['succeeded']} succeeded, {tally['pruned']} pruned, {tally['failed']} failed"
     )
     metric = spec.objective.metric
     winner = sweep_search.best(spec, records)
@@ -195,7 +197,16 @@ def _complete(
         _move(session, sweep, S.FAILED, f"{summary}; no trial reported {metric}", done)
         return
     best = f"best {sweep.name}-{winner.number}: {metric} {winner.value:.4g}"
-    _move(session, sweep, S.SUCCEEDED, f"{summary}; {best}", done)
+    waiting, unregistered = registration_pending(session, sweep.id, spec, tracking=done.tracking)
+    if waiting:
+        # SUCCEEDED promises the model: a client that waited for it finds it
+        # registered. The tracking loop registers it once the trials ended.
+        wanted = spec.register_model.name if spec.register_model else ""
+        reason = f"{summary}; {best}; registering its model as {wanted}"
+        _set_reason(session, sweep, reason, now)
+        return
+    note = f"; its model was not registered: {unregistered}" if unregistered else ""
+    _move(session, sweep, S.SUCCEEDED, f"{summary}; {best}{note}", done)
 
 
 def _cancel(session: Session, sweep: Job, done: _Pass) -> None:

@@ -258,6 +258,7 @@ def _sweep_facts(session: Session, sweep: Job, default_storage: str, now: dateti
         gpu_hours=usage.gpu_hours,
         cost=usage.cost,
         lost_gpu_hours=usage.lost_gpu_hours,
+        settled=len(records) >= spec.planned_trials and all(r.state != "running" for r in records),
     )
     if top is None:
         return facts

@@ -35,6 +35,8 @@ class SweepFacts:
     cost: float = 0.0
     lost_gpu_hours: float = 0.0
     best_model_root: str | None = None
+    # Every trial it will make exists and has ended: the best is final.
+    settled: bool = False
 
     @property
     def ended(self) -> int:
