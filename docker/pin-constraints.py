@@ -7,9 +7,10 @@ tested rather than whatever PyPI serves on the day of the build.
 
 It follows the requirements of trainplane (as pyproject.toml declares them,
 with the server extra the control plane image installs, the runtime extra
-and the trainer extras the worker image ships: trl and lightning), ray[default,train], DeepSpeed and the build tools,
-and stops at torch: the worker image's torch and its CUDA libraries come from
-the PyTorch base image, and pinning them here would make pip replace them.
+and the trainer extras the worker image ships: trl and lightning),
+ray[default,train], DeepSpeed and the build tools, and stops at torch: the
+worker image's torch and its CUDA libraries come from the PyTorch base image,
+and pinning them here would make pip replace them.
 """
 
 from __future__ import annotations
