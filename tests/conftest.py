@@ -80,6 +80,7 @@ CLUSTER_TESTS = (
     "tests/scheduler/",
     "tests/tracking/test_tracking_runs.py",
     "tests/dashboard/test_browser.py",
+    "tests/dashboard/test_sweep_page.py",
     "tests/cli/test_ci_runs.py",
     "tests/test_benchmarks.py",
 )
