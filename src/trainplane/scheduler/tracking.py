@@ -238,16 +238,26 @@ def _open_run(
     return run_id
 
 
-def _register(
+def _register_wanted(
     work: TrackingWork,
     mlflow: MlflowTracking,
     run_id: str,
     result: SyncResult,
     job_url: str | None,
     keep_lease: Callable[[], LeaseKeeper],
+    claim_name: NameClaim,
 ) -> str | None:
-    """Register the job's model; why there is none, if it has none."""
-    wanted = work.spec["register_model"]
+    """Register the model the spec asks for, unless it is already; why it
+    cannot be, if it cannot."""
+    # A trial's spec names the sweep's model only so that its runtime exports it.
+    wanted = work.spec.get("register_model") if work.parent_id is None else None
+    if not wanted or work.model_version is not None or result.model_version is not None:
+        return None
+    refused = name_refusal(
+        work, mlflow, NameUse(names.MODEL, wanted["name"]), work.model_owner, claim_name
+    )
+    if refused is not None:
+        return refused
     # A sweep logs its best trial's model to its own run: the version names that trial.
     job_id = work.sweep.best_trial_id if work.sweep else work.job_id
     if not job_id:
@@ -268,28 +278,6 @@ def _register(
     except ModelUnavailable as exc:
         return str(exc)  # the run still closes; the job shows why
     return None
-
-
-def _register_wanted(
-    work: TrackingWork,
-    mlflow: MlflowTracking,
-    run_id: str,
-    result: SyncResult,
-    job_url: str | None,
-    keep_lease: Callable[[], LeaseKeeper],
-    claim_name: NameClaim,
-) -> str | None:
-    """Register the model the spec asks for, unless it is already; why it
-    cannot be, if it cannot."""
-    # A trial's spec names the sweep's model only so that its runtime exports it.
-    wanted = work.spec.get("register_model") if work.parent_id is None else None
-    if not wanted or work.model_version is not None or result.model_version is not None:
-        return None
-    model = NameUse(names.MODEL, wanted["name"])
-    unavailable = name_refusal(work, mlflow, model, work.model_owner, claim_name)
-    if unavailable is None:
-        unavailable = _register(work, mlflow, run_id, result, job_url, keep_lease)
-    return unavailable
 
 
 def _finish(
