@@ -272,11 +272,6 @@ def trial_listing(session: Session, caller: Caller, sweep_id: str) -> TrialListi
     return TrialListing(items, _summary(spec, rows))
 
 
-def list_trials(session: Session, caller: Caller, sweep_id: str) -> list[TrialView]:
-    """The sweep's trials by number (see :func:`trial_listing`)."""
-    return trial_listing(session, caller, sweep_id).items
-
-
 def stop_trials(session: Session, sweep: Job, *, actor: str) -> bool:
     """Cancel the sweep's trials not yet ended, as a user's cancel of each
     would: those with no live attempt at once, the others through CANCELLING
