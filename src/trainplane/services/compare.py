@@ -15,6 +15,7 @@ from trainplane.errors import InvalidInputError
 from trainplane.jobs.fields import differences
 from trainplane.jobs.usage import AttemptSpan, cost, gpu_hours
 from trainplane.services.access import Caller
+from trainplane.services.job_refs import resolve_job_ref
 from trainplane.services.jobs import load_job, merged_metrics
 from trainplane.services.spec_views import visible_spec
 
@@ -53,6 +54,7 @@ def parse_ids(text: str) -> list[str]:
 
 def compare_jobs(session: Session, caller: Caller, ids: list[str]) -> Comparison:
     now = utcnow()
+    ids = [resolve_job_ref(session, caller, ref) for ref in ids]  # ids, prefixes or names
     with read_only(session):
         jobs = [load_job(session, caller, job_id) for job_id in ids]
         attempts: dict[str, list[tuple[JobAttempt, float]]] = {job_id: [] for job_id in ids}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from trainplane.api.deps import CallerDep, SessionDep, SettingsDep
+from trainplane.api.job_refs import JobIdDep
 from trainplane.api.problems import PROBLEM_RESPONSES, problem_response
 from trainplane.api.schemas.checkpoints import CheckpointList
 from trainplane.api.schemas.common import json_response
@@ -19,7 +20,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=PROBLEM_RESPONSES
     responses={502: problem_response("The checkpoint storage could not be read")},
 )
 def list_checkpoints(
-    job_id: str, session: SessionDep, caller: CallerDep, settings: SettingsDep
+    job_id: JobIdDep, session: SessionDep, caller: CallerDep, settings: SettingsDep
 ) -> Response:
     """Checkpoints with a valid manifest, newest step first; empty until the
     job has saved one."""

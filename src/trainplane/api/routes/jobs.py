@@ -8,6 +8,7 @@ from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from trainplane.api.deps import CallerDep, FileAccessDep, SessionDep, SettingsDep
+from trainplane.api.job_refs import JobIdDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES
 from trainplane.api.schemas.common import json_response
 from trainplane.api.schemas.jobs import EventList, EventOut, JobOut, JobPage, JobSummary
@@ -134,14 +135,16 @@ def compare_jobs(
 
 
 @router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: str, session: SessionDep, caller: CallerDep, settings: SettingsDep) -> Response:
+def get_job(
+    job_id: JobIdDep, session: SessionDep, caller: CallerDep, settings: SettingsDep
+) -> Response:
     detail = job_service.get_job(session, caller, job_id)
     return json_response(JobOut.from_detail(detail, tracking_enabled=settings.tracking_enabled))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
 def cancel_job(
-    job_id: str, session: SessionDep, caller: CallerDep, settings: SettingsDep
+    job_id: JobIdDep, session: SessionDep, caller: CallerDep, settings: SettingsDep
 ) -> Response:
     detail = job_service.cancel_job(session, caller, job_id)
     return json_response(JobOut.from_detail(detail, tracking_enabled=settings.tracking_enabled))
@@ -149,7 +152,7 @@ def cancel_job(
 
 @router.get("/{job_id}/events", response_model=EventList)
 def list_events(
-    job_id: str,
+    job_id: JobIdDep,
     session: SessionDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
@@ -170,7 +173,7 @@ def list_events(
     responses={200: {"content": {"text/plain": {}, "text/event-stream": {}}}},
 )
 def get_logs(
-    job_id: str,
+    job_id: JobIdDep,
     request: Request,
     session: SessionDep,
     caller: CallerDep,

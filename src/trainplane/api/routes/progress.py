@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
+from trainplane.api.job_refs import JobIdDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
 from trainplane.api.schemas.common import json_response
 from trainplane.api.schemas.progress import MetricsOut, ProgressAckOut
@@ -63,7 +64,7 @@ def report_progress(
 
 @router.get("/{job_id}/metrics", response_model=MetricsOut)
 def get_metrics(
-    job_id: str,
+    job_id: JobIdDep,
     session: SessionDep,
     caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=MAX_METRICS_PAGE)] = DEFAULT_METRICS_PAGE,

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query, Response
 
 from trainplane.api.deps import BearerTokenDep, CallerDep, SessionDep, TokenKeyDep
+from trainplane.api.job_refs import JobIdDep
 from trainplane.api.problems import BODY_RESPONSES, PROBLEM_RESPONSES, problem_response
 from trainplane.api.schemas.common import json_response
 from trainplane.api.schemas.results import JobResultOut, ResultAckOut
@@ -41,7 +42,7 @@ def report_result(
 
 @router.get("/{job_id}/result", response_model=JobResultOut)
 def get_result(
-    job_id: str,
+    job_id: JobIdDep,
     session: SessionDep,
     caller: CallerDep,
     value: Annotated[
