@@ -18,10 +18,10 @@ from trainplane.cli.common import (
     EXIT_USAGE,
     State,
     exit_code_for,
-    refusal,
     say,
     sent_errors,
 )
+from trainplane.cli.spec_problems import spec_refusal
 from trainplane.cli.submit import OutputFormat
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
 from trainplane.sdk.errors import TrainplaneError
@@ -68,7 +68,7 @@ def plan(
         say(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     except TrainplaneError as exc:
-        raise _refused(exc, as_json) from None
+        raise _refused(exc, as_json, file) from None
     valid = answer.get("valid", True) is not False
     if as_json:
         typer.echo(json.dumps(answer, indent=2))
@@ -77,9 +77,9 @@ def plan(
     raise typer.Exit(EXIT_OK if valid else EXIT_USAGE)
 
 
-def _refused(exc: TrainplaneError, as_json: bool) -> typer.Exit:
+def _refused(exc: TrainplaneError, as_json: bool, file: Path) -> typer.Exit:
     code = exit_code_for(exc)
-    message = refusal(exc)
+    message = spec_refusal(exc, file)
     if exc.status == 404:
         code = EXIT_FAILED
         message = (

@@ -39,6 +39,7 @@ from trainplane.cli.follow import DeadlinePassed, follow_logs
 from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
 from trainplane.cli.output import describe_model, describe_tracking, metrics_line
 from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
+from trainplane.cli.spec_problems import spec_refusal
 from trainplane.cli.sweep_wait import report_sweep_end, wait_for_sweep, with_best_metrics
 from trainplane.cli.trials import TrialBoard
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
@@ -259,7 +260,7 @@ def submit(
         code = exit_code_for(exc)
         # Exit 1 with no job: the server said no (a key reused for another spec, ...).
         outcome = "refused" if code == EXIT_FAILED else None
-        raise result.finish(code, refusal(exc), outcome) from None
+        raise result.finish(code, spec_refusal(exc, file), outcome) from None
     result.job, result.created = job, created
     _say_submitted(job, created)
     if not waiting:
