@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.cli.conftest import TRAINPLANE, clean_env, run_cli
+from tests.cli.slim_client import SERVER_SIDE, install_client, installed
 from tests.factories import EXAMPLES
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.cli.common import (
@@ -27,6 +28,7 @@ from trainplane.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_THRESHOLD,
+    EXIT_USAGE,
 )
 from trainplane.db import migrate
 from trainplane.net import free_port
@@ -218,3 +220,32 @@ def test_the_ci_fine_tune_example_runs_against_a_remote_server(ci_server, tmp_pa
     plan = run_cli(ci_server, "plan", str(example / "job.yaml"))
     assert plan.returncode == EXIT_OK, plan.stderr
     assert "uploaded" not in plan.stderr and plan.stderr.count("has it already") == 3
+
+
+def test_the_client_alone_installs_few_packages_and_runs_a_ci_step(ci_server, tmp_path):
+    """``pip install trainplane`` on a CI runner: the client only, which submits,
+    waits and checks gates against a real server."""
+    bin_dir = install_client(tmp_path)
+    packages = installed(bin_dir)
+    assert len(packages) < 25, sorted(packages)
+    assert not packages & SERVER_SIDE, sorted(packages & SERVER_SIDE)
+
+    spec = job_file(tmp_path, "ci-slim", STEPS=2, STEP_SLEEP=0.2, EVAL_LOSS=2.5)
+    gate = ("--fail-on", "eval_loss>2.0")
+    run = subprocess.run(
+        [str(bin_dir / "trainplane"), "submit", str(spec), *gate, "--output", "json"],
+        env=clean_env(TRAINPLANE_URL=ci_server),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == EXIT_THRESHOLD, run.stderr
+    result = json.loads(run.stdout)
+    assert result["status"] == "SUCCEEDED" and result["thresholds"][0]["value"] == 2.5
+
+    # The server's verbs say which extra they need instead of failing on an import.
+    server = subprocess.run(
+        [str(bin_dir / "trainplane"), "server"], capture_output=True, text=True, timeout=60
+    )
+    assert server.returncode == EXIT_USAGE
+    assert "pip install 'trainplane[server]'" in server.stderr

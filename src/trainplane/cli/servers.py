@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from trainplane.cli.common import fail, say
+from trainplane.cli.extras import require_server_extra
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
 
@@ -38,6 +39,7 @@ def server(
 
     On an address other than loopback it starts only once the installation
     has a token (or TRAINPLANE_BOOTSTRAP_TOKEN sets one)."""
+    require_server_extra("server")
     from trainplane.config import Settings
     from trainplane.observability.logs import configure_logging
     from trainplane.serve.processes import ServeError, run_server
@@ -74,6 +76,7 @@ def up(
 ) -> None:
     """Run everything on this machine: API, scheduler and a local Ray cluster
     with this machine's NVIDIA GPUs (CPU worker slots without any, or with --cpu)."""
+    require_server_extra("up")
     from trainplane.config import Settings
     from trainplane.observability.logs import configure_logging
     from trainplane.serve.embedded import run_up
@@ -89,6 +92,7 @@ def up(
 
 def scheduler(log_level: LogLevel = "info") -> None:
     """Run the scheduler loops alone (several may run against one PostgreSQL)."""
+    require_server_extra("scheduler")
     from trainplane.config import Settings
     from trainplane.observability.logs import configure_logging
     from trainplane.serve.processes import ServeError, run_scheduler
@@ -106,6 +110,7 @@ def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
     """Apply database migrations."""
+    require_server_extra("db upgrade")
     from trainplane.config import Settings
     from trainplane.serve.database import upgrade
 

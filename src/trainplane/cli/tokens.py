@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from trainplane.cli.common import EXIT_USAGE, State, call, fail, say
+from trainplane.cli.extras import require_server_extra
 from trainplane.jobs.durations import parse_duration
 
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for people and CI pipelines.")
@@ -65,6 +66,7 @@ def tokens_create(
 
 def _create_admin_in_database(name: str, expires_in: str | None, as_json: bool) -> None:
     # Server code, imported only here: this branch runs on the server's machine.
+    require_server_extra("tokens create --admin")
     from trainplane.config import Settings
     from trainplane.serve.admin_tokens import create_admin_token
     from trainplane.serve.processes import ServeError
