@@ -32,7 +32,7 @@ def test_a_yaml_spec_is_submitted_like_json(api):
 @pytest.mark.parametrize(
     ("text", "field", "words"),
     [
-        (SPEC.replace("{gpus: 1}", "{gpus: 0}"), "resources.gpus", "greater than or equal"),
+        (SPEC.replace("{gpus: 1}", "{gpus: 0}"), "resources.gpus", "must be at least 1"),
         (SPEC + "colour: red\n", "colour", "unknown field"),
         ("kind: [train\n", "body", "line 2"),
         ("a: &x [1, 2]\nb: *x\n", "body", "aliases"),

@@ -100,9 +100,9 @@ def test_a_fine_tunes_stored_spec_parses_again_with_its_filled_in_defaults():
 
 def test_a_spec_that_does_not_parse_is_refused_naming_the_field():
     bad = {**TERSE, "resources": {"gpus": 0}}
-    with pytest.raises(SpecError, match=r"resources\.gpus: Input should be greater than"):
+    with pytest.raises(SpecError, match=r"`resources\.gpus` must be at least 1"):
         load_spec(bad)
-    with pytest.raises(SpecError, match=r"strategy\.type: Input should be"):
+    with pytest.raises(SpecError, match=r"`strategy\.type` must be one of `ddp`"):
         load_spec({**TERSE, "strategy": {"type": "zero"}})
 
 
@@ -120,7 +120,7 @@ def test_the_driver_exits_naming_the_field_of_a_spec_that_does_not_parse():
         timeout=60,
     )
     assert done.returncode == EXIT_BAD_SPEC, done.stdout + done.stderr
-    assert "resources.cpus_per_worker: Input should be greater than 0" in done.stdout
+    assert "`resources.cpus_per_worker` must be greater than 0" in done.stdout
 
 
 def test_a_rank_process_writes_the_field_to_its_error_file(
@@ -131,6 +131,4 @@ def test_a_rank_process_writes_the_field_to_its_error_file(
     monkeypatch.setenv(tp_env.ERROR_FILE, str(error_file))
     assert local.main([]) == 1
     assert "SpecError" in error_file.read_text()
-    assert "checkpoint.keep_last: Input should be greater than or equal to 1" in (
-        error_file.read_text()
-    )
+    assert "`checkpoint.keep_last` must be at least 1" in (error_file.read_text())

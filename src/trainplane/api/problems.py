@@ -31,7 +31,7 @@ from trainplane.errors import (
     UnauthenticatedError,
     UpstreamError,
 )
-from trainplane.jobs.spec import SPEC_KINDS
+from trainplane.jobs.spec_messages import describe
 
 log = logging.getLogger(__name__)
 
@@ -97,41 +97,36 @@ def problem(
     )
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
+def _located(loc: tuple[Any, ...]) -> tuple[list[Any], str]:
+    """The location without its source (``body``, ``query``...), and the name
+    to give when nothing is left."""
     parts = list(loc)
     if parts and parts[0] in ("body", "query", "path", "header"):
         source = parts.pop(0)
-        # A tagged union puts the tag ("train") into the location; users never
-        # wrote it, so drop it.
-        if source == "body" and parts and parts[0] in SPEC_KINDS:
-            parts.pop(0)
-        if source != "body" and not parts:
-            return source
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "body"
+        return parts, "body" if source == "body" else source
+    return parts, "body"
 
 
-def _describe(error: dict[str, Any]) -> FieldError:
-    kind = error["type"]
-    field = _field_path(tuple(error["loc"]))
-    message = error["msg"]
-    if kind == "json_invalid":
-        position = error["loc"][-1] if len(error["loc"]) > 1 else "?"
-        reason = error.get("ctx", {}).get("error", "malformed")
-        field, message = "body", f"invalid JSON at character {position}: {reason}"
-    elif kind == "union_tag_not_found":
-        field, message = "kind", "kind is required: one of " + ", ".join(SPEC_KINDS)
-    elif kind == "union_tag_invalid":
-        field = "kind"
-        given = error["input"].get("kind") if isinstance(error["input"], dict) else None
-        message = f"kind must be one of {', '.join(SPEC_KINDS)}, not {given!r}"
-    elif kind == "extra_forbidden":
-        message = "unknown field (not part of the spec)"
-    elif kind.startswith("value_error"):
-        message = message.removeprefix("Value error, ")
-    return FieldError(field=field, message=message, type=kind)
+def _describe_all(errors: list[dict[str, Any]]) -> list[FieldError]:
+    """Each error as a sentence that names its field (the spec's are taught
+    by ``trainplane.jobs.spec_messages``), once, in the order they came."""
+    described: list[FieldError] = []
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for error in errors:
+        if error["type"] == "json_invalid":
+            position = error["loc"][-1] if len(error["loc"]) > 1 else "?"
+            reason = error.get("ctx", {}).get("error", "malformed")
+            message = f"invalid JSON at character {position}: {reason}"
+            described.append(FieldError(field="body", message=message, type="json_invalid"))
+            continue
+        parts, source = _located(tuple(error["loc"]))
+        by_source.setdefault(source, []).append({**error, "loc": tuple(parts)})
+    for source, located in by_source.items():
+        described += [
+            FieldError(field=said.path or source, message=said.message, type=said.type)
+            for said in describe(located)
+        ]
+    return described
 
 
 def unparsable_body(cause: BaseException) -> JSONResponse:
@@ -148,8 +143,8 @@ def unparsable_body(cause: BaseException) -> JSONResponse:
 
 
 def validation_problem(errors: list[dict[str, Any]]) -> JSONResponse:
-    described = [_describe(e) for e in errors]
-    detail = "; ".join(f"{e.field}: {e.message}" for e in described[:5])
+    described = _describe_all(errors)
+    detail = "; ".join(e.message for e in described[:5])
     if len(described) > 5:
         detail += f"; and {len(described) - 5} more"
     return problem(422, detail, errors=described)

@@ -280,12 +280,8 @@ def load_sweep_spec(document: Any) -> SweepSpec:
 
 
 def spec_errors(exc: ValidationError) -> str:
-    """Each error as ``field.path: message``, without the union's kind tag."""
-    described = []
-    for error in exc.errors():
-        where = list(error["loc"])
-        if where and where[0] in SPEC_KINDS:
-            where = where[1:]  # the discriminated union's branch, not a field
-        path = ".".join(str(part) for part in where) or "spec"
-        described.append(f"{path}: {error['msg']}")
-    return "; ".join(described)
+    """Each error as a sentence naming its field (``trainplane.jobs.spec_messages``)."""
+    # Deferred: the messages read these models to say what a field takes.
+    from trainplane.jobs.spec_messages import messages
+
+    return messages(exc.errors())

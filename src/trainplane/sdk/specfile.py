@@ -12,10 +12,18 @@ from typing import Any
 import yaml
 
 from trainplane.jobs.spec_paths import PathError, set_path, split_path
+from trainplane.jobs.yaml_lines import describe_yaml_error
 
 
 class SpecFileError(Exception):
     pass
+
+
+# What a file that is not a spec at all is told a spec is.
+_A_SPEC = (
+    "a spec needs at least `kind`, `name` and the code to run, like "
+    "`kind: train`, `name: my-job` and `entrypoint: {script: train.py}`, one a line"
+)
 
 
 def load_spec_file(path: Path, overrides: list[str]) -> dict[str, Any]:
@@ -25,14 +33,17 @@ def load_spec_file(path: Path, overrides: list[str]) -> dict[str, Any]:
         raise SpecFileError(f"cannot read {path}: {exc.strerror}") from None
     try:
         document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except json.JSONDecodeError as exc:
         raise SpecFileError(
-            f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}"
+            f"{path}, line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}"
         ) from None
+    except yaml.YAMLError as exc:
+        raise SpecFileError(describe_yaml_error(exc, str(path))) from None
+    if document is None:
+        raise SpecFileError(f"{path} is empty: {_A_SPEC}")
     if not isinstance(document, dict):
-        raise SpecFileError(
-            f"{path} must hold a mapping of spec fields, not {type(document).__name__}"
-        )
+        what = "a list" if isinstance(document, list) else f"`{document}`"
+        raise SpecFileError(f"{path} must hold a mapping of spec fields, not {what}: {_A_SPEC}")
     for override in overrides:
         apply_override(document, override)
     resolve_paths(document, path.resolve().parent)
