@@ -94,25 +94,68 @@ __all__ = [
 
 
 class _JobCommon(Strict):
-    name: JobName
-    project: ProjectName = "default"
-    resources: Resources = Field(default_factory=Resources)
-    strategy: Strategy = Field(default_factory=Strategy)
-    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
-        default=None, description="Default: bf16 on GPUs, fp32 on CPU workers."
+    name: JobName = Field(examples=["mlp-ddp"])
+    project: ProjectName = Field(
+        default="default",
+        description="The project the job belongs to: its quotas, storage, secrets and "
+        "tokens. Lowercase letters, digits, '-' and '_'; 1-63 characters.",
+        examples=["vision"],
     )
-    model: ModelInfo | None = None
-    checkpoint: Checkpoint = Field(default_factory=Checkpoint)
-    retries: Retries = Field(default_factory=Retries)
-    priority: Literal["low", "normal", "high"] = "normal"
-    max_runtime: Duration | None = Field(default=None, description="For example 24h or 90m.")
+    resources: Resources = Field(
+        default_factory=Resources,
+        description="GPUs and CPUs; on a CPU cluster each GPU is a CPU worker.",
+        examples=[{"gpus": 8, "gpus_per_node": 8}],
+    )
+    strategy: Strategy = Field(
+        default_factory=Strategy,
+        description="How the model is spread over the GPUs: a mapping like `{type: ddp}`.",
+        examples=[{"type": "fsdp"}],
+    )
+    precision: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None,
+        description="Training precision. Default: bf16 on GPUs, fp32 on CPU workers.",
+        examples=["bf16"],
+    )
+    model: ModelInfo | None = Field(
+        default=None,
+        description="What the memory estimate knows of the model; a fine-tune's comes "
+        "from its base model's config.json.",
+        examples=[{"parameters": 7.0e9}],
+    )
+    checkpoint: Checkpoint = Field(
+        default_factory=Checkpoint,
+        description="When checkpoints are saved, how many are kept, where, and what a "
+        "new attempt resumes from.",
+    )
+    retries: Retries = Field(
+        default_factory=Retries,
+        description="Restarts after a failure: a mapping like `{max_restarts: 3}`.",
+    )
+    priority: Literal["low", "normal", "high"] = Field(
+        default="normal",
+        description="Order in the project's queue; `high` may preempt `low` jobs when the "
+        "server allows preemption.",
+    )
+    max_runtime: Duration | None = Field(
+        default=None,
+        description="Stop and fail the job after this long (a number of seconds, or "
+        "a duration like 24h or 90m).",
+        examples=["24h"],
+    )
     stuck_after: Duration | None = Field(
         default=None,
         description="Restart an attempt whose step has not advanced for this long "
         "(e.g. a collective hang). Default: the server's setting.",
+        examples=["30m"],
     )
-    tracking: Tracking = Field(default_factory=Tracking)
-    register_model: RegisterModel | None = None
+    tracking: Tracking = Field(
+        default_factory=Tracking, description="The MLflow experiment and tags of the job's run."
+    )
+    register_model: RegisterModel | None = Field(
+        default=None,
+        description="Register the trained model in MLflow's registry when the job succeeds.",
+        examples=[{"name": "support-bot", "alias": "candidate"}],
+    )
 
     @field_validator("precision")
     @classmethod
@@ -145,22 +188,43 @@ class _JobCommon(Strict):
 class Optimization(Strict):
     """How a TrainContext steps the optimizer; the same under every strategy."""
 
-    grad_accum: int = Field(default=1, ge=1, le=65_536, description="Micro-batches per step.")
-    max_grad_norm: float | None = Field(default=None, gt=0, description="Clip gradients to it.")
+    grad_accum: int = Field(
+        default=1, ge=1, le=65_536, description="Micro-batches accumulated per optimizer step."
+    )
+    max_grad_norm: float | None = Field(
+        default=None, gt=0, description="Clip the gradients' total norm to it.", examples=[1.0]
+    )
 
 
 class TrainSpec(_JobCommon):
-    kind: Literal["train"]
-    entrypoint: Entrypoint
-    optimization: Optimization = Field(default_factory=Optimization)
+    kind: Literal["train"] = Field(
+        description="Runs your code: a train function, script or command."
+    )
+    entrypoint: Entrypoint = Field(
+        description="What runs on every rank: exactly one of `function`, `script` or `command`."
+    )
+    optimization: Optimization = Field(
+        default_factory=Optimization,
+        description="How a train function's TrainContext steps the optimizer.",
+    )
 
 
 # --- fine-tune recipe -----------------------------------------------------------
 
 
 class Dataset(Strict):
-    train: NonEmptyStr
-    eval: NonEmptyStr | None = None
+    """The fine-tune's JSON Lines files."""
+
+    train: NonEmptyStr = Field(
+        description="JSON Lines of `{text}` or `{prompt, completion}` rows: a path (relative "
+        "to the spec file) or an s3:// URI.",
+        examples=["data/train.jsonl"],
+    )
+    eval: NonEmptyStr | None = Field(
+        default=None,
+        description="Rows evaluated for eval_loss and perplexity, in the train file's format.",
+        examples=["data/eval.jsonl"],
+    )
 
     @field_validator("train", "eval")
     @classmethod
@@ -169,12 +233,31 @@ class Dataset(Strict):
 
 
 class Method(Strict):
-    type: Literal["full", "lora"] = "full"
-    r: int | None = Field(default=None, ge=1, le=1024)
-    alpha: float | None = Field(default=None, gt=0)
-    dropout: float | None = Field(default=None, ge=0, lt=1)
-    target_modules: list[ShortStr] | None = Field(default=None, min_length=1)
-    merge: bool | None = Field(default=None, description="Also register the merged model.")
+    """What trains: every weight, or LoRA adapters (`method: lora` is short for
+    `{type: lora}`)."""
+
+    type: Literal["full", "lora"] = Field(
+        default="full", description="`full` trains every weight; `lora` trains adapters."
+    )
+    r: int | None = Field(
+        default=None, ge=1, le=1024, description="LoRA rank. Default with lora: 8.", examples=[16]
+    )
+    alpha: float | None = Field(
+        default=None, gt=0, description="LoRA scaling. Default with lora: 2 x r.", examples=[32]
+    )
+    dropout: float | None = Field(
+        default=None, ge=0, lt=1, description="LoRA dropout. Default with lora: 0.05."
+    )
+    target_modules: list[ShortStr] | None = Field(
+        default=None,
+        min_length=1,
+        description="Module names that get adapters. Default: every linear layer.",
+        examples=[["q_proj", "v_proj"]],
+    )
+    merge: bool | None = Field(
+        default=None,
+        description="Also log the base model with the adapter merged in (lora only).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -204,23 +287,44 @@ class Method(Strict):
 
 
 class Hyperparameters(Strict):
-    learning_rate: float = Field(default=2e-5, gt=0, le=10)
-    max_steps: int | None = Field(default=None, ge=1)
-    epochs: float | None = Field(default=None, gt=0, le=1000)
-    micro_batch_size: int = Field(default=1, ge=1, le=65_536)
-    grad_accum: int = Field(default=1, ge=1, le=65_536)
-    max_seq_len: int = Field(default=512, ge=8, le=1_048_576)
-    warmup_steps: int = Field(default=0, ge=0)
+    """The fine-tune recipe's training settings."""
+
+    learning_rate: float = Field(
+        default=2e-5, gt=0, le=10, description="Peak learning rate (AdamW).", examples=[2e-4]
+    )
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Optimizer steps; set this or epochs.", examples=[1000]
+    )
+    epochs: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="Passes over the train split; set this or max_steps. Default: 1.",
+    )
+    micro_batch_size: int = Field(default=1, ge=1, le=65_536, description="Rows per GPU per step.")
+    grad_accum: int = Field(
+        default=1, ge=1, le=65_536, description="Micro-batches accumulated per optimizer step."
+    )
+    max_seq_len: int = Field(
+        default=512, ge=8, le=1_048_576, description="Tokens per row: longer rows are cut."
+    )
+    warmup_steps: int = Field(
+        default=0, ge=0, description="Steps of linear warmup from zero to learning_rate."
+    )
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         default="cosine", description="Decay after the warmup, to zero at the last step."
     )
-    weight_decay: float = Field(default=0.0, ge=0, le=1)
-    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0, le=1, description="AdamW's weight decay.")
+    max_grad_norm: float | None = Field(
+        default=1.0, gt=0, description="Clip the gradients' total norm to it; none: no clipping."
+    )
     eval_every_steps: int | None = Field(
         default=None, ge=1, description="Default: ten evaluations over the run."
     )
-    packing: bool = False
-    seed: int = Field(default=0, ge=0)
+    packing: bool = Field(
+        default=False, description="Concatenate rows into full max_seq_len blocks."
+    )
+    seed: int = Field(default=0, ge=0, description="Seeds shuffling and initialization.")
 
     @model_validator(mode="after")
     def _one_length(self) -> Hyperparameters:
@@ -232,11 +336,19 @@ class Hyperparameters(Strict):
 
 
 class FinetuneSpec(_JobCommon):
-    kind: Literal["finetune"]
-    base_model: NonEmptyStr = Field(description="Local path or s3:// URI of a HF causal LM.")
-    dataset: Dataset
-    method: Method = Field(default_factory=Method)
-    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+    kind: Literal["finetune"] = Field(description="Runs trainplane's fine-tune recipe.")
+    base_model: NonEmptyStr = Field(
+        description="A Hugging Face causal LM saved with save_pretrained: a path (relative to "
+        "the spec file) or an s3:// URI.",
+        examples=["s3://models/llama-3.2-1b"],
+    )
+    dataset: Dataset = Field(description="The train and eval JSON Lines files.")
+    method: Method = Field(
+        default_factory=Method, description="`full`, or `lora` with its adapter settings."
+    )
+    hyperparameters: Hyperparameters = Field(
+        default_factory=Hyperparameters, description="The recipe's training settings."
+    )
 
     @field_validator("base_model")
     @classmethod

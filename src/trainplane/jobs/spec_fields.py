@@ -34,6 +34,7 @@ JobName = Annotated[
 ModelName = Annotated[
     str,
     StringConstraints(pattern=r"^[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,254}[A-Za-z0-9])?$"),
+    Field(description="Letters, digits, '.', '_', '-' and '/'; 1-256 characters."),
 ]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=256)]

@@ -46,20 +46,36 @@ _FLAG_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 class Entrypoint(Strict):
     function: str | None = Field(
-        default=None, description="`module:function` taking a TrainContext."
+        default=None,
+        description="`module:function` taking a TrainContext, imported from working_dir.",
+        examples=["train:train_loop"],
     )
     script: NonEmptyStr | None = Field(
         default=None,
         description="Python script run per worker: one file path, run as `python <script>`.",
+        examples=["train.py"],
     )
-    command: list[NonEmptyStr] | None = Field(default=None, min_length=1, max_length=1024)
+    command: list[NonEmptyStr] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="A command run on every rank with torchrun's variables (RANK, "
+        "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, ...).",
+        examples=[["accelerate", "launch", "train.py"]],
+    )
     args: JsonObject = Field(
         default_factory=dict,
         description="For a script or command: appended to its argv as `--key value` flags "
         "(strings and numbers as written, booleans as true/false, lists and objects as "
-        "JSON, null: no flag), as argparse and HfArgumentParser read them.",
+        "JSON, null: no flag), as argparse and HfArgumentParser read them. For a function: "
+        "its arguments, as ctx.args.",
+        examples=[{"steps": 300, "lr": 0.001}],
     )
-    working_dir: NonEmptyStr = "."
+    working_dir: NonEmptyStr = Field(
+        default=".",
+        description="The folder the code runs in, relative to the spec file; the CLI ships "
+        "it as a code bundle.",
+    )
     code: str | None = Field(
         default=None,
         pattern=DIGEST_PATTERN,
@@ -68,15 +84,24 @@ class Entrypoint(Strict):
     )
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Configuration, not secret: viewers of the project see the names only.",
+        description="Environment variables of every rank. Configuration, not secret: "
+        "viewers of the project see the names only.",
+        examples=[{"HF_HUB_OFFLINE": "1"}],
     )
     secrets: dict[str, SecretKey] = Field(
         default_factory=dict,
         max_length=256,
         description="ENV_VAR: project secret key. The value is put in the job's "
         "environment at launch, and shown nowhere.",
+        examples=[{"HF_TOKEN": "hf-token"}],
     )
-    pip: list[NonEmptyStr] = Field(default_factory=list, max_length=256)
+    pip: list[NonEmptyStr] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Packages pip installs for the job on the cluster (Ray's runtime "
+        "environment), as pip requirement lines.",
+        examples=[["transformers==5.2.0"]],
+    )
 
     @field_validator("function")
     @classmethod
@@ -161,10 +186,24 @@ class Entrypoint(Strict):
 
 
 class Resources(Strict):
-    gpus: int = Field(default=1, ge=1, le=4096, description="Total accelerators = workers.")
-    gpus_per_node: int | None = Field(default=None, ge=1, le=64)
-    gpu_type: ShortStr | None = None
-    cpus_per_worker: float = Field(default=1, gt=0, le=512)
+    """How many GPUs and CPUs the job gets; on a CPU cluster each GPU is a CPU worker."""
+
+    gpus: int = Field(default=1, ge=1, le=4096, description="GPUs, one worker (rank) each.")
+    gpus_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Workers per node; gpus must be a multiple of it. Default: any split.",
+    )
+    gpu_type: ShortStr | None = Field(
+        default=None,
+        description="Run only on clusters whose accelerator is this (as `clusters add "
+        "--accelerator` names it).",
+        examples=["H100"],
+    )
+    cpus_per_worker: float = Field(
+        default=1, gt=0, le=512, description="CPUs Ray reserves per worker."
+    )
 
     @model_validator(mode="after")
     def _whole_nodes(self) -> Resources:
@@ -186,8 +225,14 @@ OffloadDevice = Literal["none", "cpu", "nvme"]
 
 class DeepSpeedOptions(Strict):
     stage: int = Field(default=2, ge=1, le=3, description="ZeRO stage 1, 2 or 3.")
-    offload_optimizer: OffloadDevice = "none"
-    offload_param: OffloadDevice = "none"
+    offload_optimizer: OffloadDevice = Field(
+        default="none",
+        description="Keep optimizer states in host memory (`cpu`); nvme is not supported yet.",
+    )
+    offload_param: OffloadDevice = Field(
+        default="none",
+        description="Keep parameters in host memory (`cpu`); needs stage 3.",
+    )
     config: JsonObject = Field(
         default_factory=dict, description="Merged over the generated DeepSpeed config."
     )
@@ -217,17 +262,26 @@ class DeepSpeedOptions(Strict):
 
 
 class FSDPOptions(Strict):
-    reshard_after_forward: bool = True
-    cpu_offload: bool = False
+    reshard_after_forward: bool = Field(
+        default=True,
+        description="Free the gathered parameters after forward (less memory, more traffic).",
+    )
+    cpu_offload: bool = Field(
+        default=False, description="Keep parameters and gradients in host memory."
+    )
 
 
 StrategyType = Literal["ddp", "fsdp", "deepspeed", "auto"]
 
 
 class Strategy(Strict):
-    type: StrategyType = "ddp"
-    deepspeed: DeepSpeedOptions | None = None
-    fsdp: FSDPOptions | None = None
+    type: StrategyType = Field(
+        default="ddp",
+        description="`ddp` copies the model to every GPU; `fsdp` shards it with FSDP2; "
+        "`deepspeed` uses a ZeRO stage; `auto` picks the cheapest that fits in memory.",
+    )
+    deepspeed: DeepSpeedOptions | None = Field(default=None, description="ZeRO's options.")
+    fsdp: FSDPOptions | None = Field(default=None, description="FSDP2's options.")
 
     @model_validator(mode="after")
     def _options_match_type(self) -> Strategy:
@@ -252,38 +306,70 @@ class ModelInfo(Strict):
     A fine-tune's is read from its base model's config.json; set fields here
     override it."""
 
-    parameters: float | None = Field(default=None, gt=0, le=1e14)
+    parameters: float | None = Field(
+        default=None, gt=0, le=1e14, description="Parameter count.", examples=[7.0e9]
+    )
     trainable_parameters: float | None = Field(
         default=None, gt=0, le=1e14, description="Default: every parameter trains."
     )
-    layers: int | None = Field(default=None, ge=1, le=10_000)
-    hidden_size: int | None = Field(default=None, ge=1, le=1_000_000)
-    heads: int | None = Field(default=None, ge=1, le=10_000)
-    vocab_size: int | None = Field(default=None, ge=1, le=100_000_000)
+    layers: int | None = Field(
+        default=None, ge=1, le=10_000, description="Transformer layers (for activations)."
+    )
+    hidden_size: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Hidden size (for activations)."
+    )
+    heads: int | None = Field(
+        default=None, ge=1, le=10_000, description="Attention heads (for activations)."
+    )
+    vocab_size: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="Vocabulary size (for the logits)."
+    )
     sequence_length: int | None = Field(
         default=None,
         ge=1,
         le=10_000_000,
         description="Tokens per sample; omit for non-sequence models.",
     )
-    micro_batch_size: int | None = Field(default=None, ge=1, le=1_000_000, description="Per GPU.")
-    activation_checkpointing: bool = False
+    micro_batch_size: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Samples per GPU per forward."
+    )
+    activation_checkpointing: bool = Field(
+        default=False, description="The model recomputes activations in backward."
+    )
 
 
 class KeepBest(Strict):
-    metric: ShortStr
-    mode: Literal["min", "max"] = "min"
+    metric: ShortStr = Field(description="A metric the job reports.", examples=["eval_loss"])
+    mode: Literal["min", "max"] = Field(default="min", description="Whether lower is better.")
 
 
 class Checkpoint(Strict):
-    every_steps: int | None = Field(default=None, ge=1)
-    every_minutes: float | None = Field(default=None, gt=0, le=10_080)
-    keep_last: int = Field(default=3, ge=1, le=1000)
-    keep_best: KeepBest | None = None
-    storage: StorageUri | None = Field(
-        default=None, description="s3://bucket/prefix or an absolute path."
+    every_steps: int | None = Field(
+        default=None, ge=1, description="Save every this many optimizer steps.", examples=[500]
     )
-    resume: NonEmptyStr = Field(default="auto", description="auto, never, or a checkpoint URI.")
+    every_minutes: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_080,
+        description="Save when this many minutes passed since the last save (checked at "
+        "each report).",
+        examples=[30],
+    )
+    keep_last: int = Field(
+        default=3, ge=1, le=1000, description="The newest checkpoints kept; older ones are pruned."
+    )
+    keep_best: KeepBest | None = Field(default=None, description="Keep the best by a metric.")
+    storage: StorageUri | None = Field(
+        default=None,
+        description="s3://bucket/prefix or an absolute path, under the project's storage "
+        "root. Default: the server's checkpoint storage.",
+        examples=["s3://checkpoints/vision"],
+    )
+    resume: NonEmptyStr = Field(
+        default="auto",
+        description="`auto`: from the job's latest complete checkpoint; `never`: start over; "
+        "or the URI of another job's checkpoint.",
+    )
 
     @field_validator("storage")
     @classmethod
@@ -297,8 +383,16 @@ class Checkpoint(Strict):
 
 
 class Retries(Strict):
-    max_restarts: int = Field(default=0, ge=0, le=100)
-    backoff_seconds: float = Field(default=30, ge=0, le=86_400)
+    max_restarts: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Restarts after a failure, each from the latest checkpoint.",
+        examples=[3],
+    )
+    backoff_seconds: float = Field(
+        default=30, ge=0, le=86_400, description="Wait before the first restart; doubles each time."
+    )
 
 
 class Priority(IntEnum):
@@ -310,16 +404,27 @@ class Priority(IntEnum):
 
 
 class Tracking(Strict):
-    experiment: ShortStr | None = None
+    experiment: ShortStr | None = Field(
+        default=None,
+        description="The MLflow experiment of the job's run. Default: the project's name.",
+    )
     tags: dict[ShortStr, Annotated[str, StringConstraints(max_length=5000)]] = Field(
-        default_factory=dict
+        default_factory=dict, description="Tags of the MLflow run.", examples=[{"team": "nlp"}]
     )
 
 
 class RegisterModel(Strict):
-    name: ModelName
+    name: ModelName = Field(
+        description="The registered model's name; a new version per successful job.",
+        examples=["support-bot"],
+    )
     alias: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,254}$")] | None = (
-        None
+        Field(
+            default=None,
+            description="An alias the new version gets (letters, digits, '_' and '-'; not "
+            "`latest` or `vN`).",
+            examples=["candidate"],
+        )
     )
 
     @field_validator("alias")

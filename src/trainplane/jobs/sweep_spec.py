@@ -56,10 +56,18 @@ class SweepParameter(Strict):
     """One searched path: a list of ``values``, or a ``distribution`` between
     ``low`` and ``high``."""
 
-    values: list[Any] | None = Field(default=None, min_length=1, max_length=MAX_VALUES)
-    distribution: Distribution | None = None
-    low: float | None = None
-    high: float | None = None
+    values: list[Any] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VALUES,
+        description="The values to try, in order for grid.",
+        examples=[[0.001, 0.01]],
+    )
+    distribution: Distribution | None = Field(
+        default=None, description="Draw values between low and high (random and tpe)."
+    )
+    low: float | None = Field(default=None, description="The distribution's lowest value.")
+    high: float | None = Field(default=None, description="The distribution's highest value.")
 
     @field_validator("values")
     @classmethod
@@ -130,12 +138,19 @@ class SweepParameter(Strict):
 
 
 class Objective(Strict):
-    metric: MetricName
-    mode: Literal["min", "max"] = "min"
+    """The metric the sweep optimizes: each trial's last reported value."""
+
+    metric: MetricName = Field(description="A metric the trials report.", examples=["loss"])
+    mode: Literal["min", "max"] = Field(default="min", description="Whether lower is better.")
 
 
 class Search(Strict):
-    algorithm: Literal["grid", "random", "tpe"] = "random"
+    """How trials' parameters are chosen and how many run."""
+
+    algorithm: Literal["grid", "random", "tpe"] = Field(
+        default="random",
+        description="`grid`: every combination of values; `random`; `tpe`: Optuna's TPE.",
+    )
     trials: int | None = Field(
         default=None,
         ge=1,
@@ -143,13 +158,29 @@ class Search(Strict):
         description=f"Default: the grid's size for grid, else {DEFAULT_TRIALS}.",
     )
     parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="Trials at once.")
-    seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Seeds the sampler.")
 
 
 class EarlyStop(Strict):
-    algorithm: Literal["asha", "median", "none"] = "none"
-    min_steps: int | None = Field(default=None, ge=1, le=2**31 - 1)
-    reduction_factor: int | None = Field(default=None, ge=2, le=16)
+    """Stopping the worse trials early, at their decision steps (they end CANCELLED)."""
+
+    algorithm: Literal["asha", "median", "none"] = Field(
+        default="none", description="`asha`, `median`, or `none` (every trial runs to its end)."
+    )
+    min_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="The first decision step; required with asha or median.",
+        examples=[100],
+    )
+    reduction_factor: int | None = Field(
+        default=None,
+        ge=2,
+        le=16,
+        description=f"asha: keep 1 in this many trials at each rung. Default: "
+        f"{DEFAULT_REDUCTION_FACTOR}.",
+    )
 
     @model_validator(mode="after")
     def _fields_of_algorithm(self) -> EarlyStop:
@@ -171,20 +202,36 @@ class EarlyStop(Strict):
 
 
 class SweepSpec(Strict):
-    kind: Literal["sweep"]
-    name: JobName
-    project: ProjectName = "default"
-    trial: JsonObject = Field(description="A train or finetune spec without name and project.")
-    parameters: dict[str, SweepParameter] = Field(
-        min_length=1, max_length=MAX_PARAMETERS, description="Paths as --set takes them."
+    kind: Literal["sweep"] = Field(description="Runs trials, each an ordinary job.")
+    name: JobName = Field(description="The sweep's name; trials are named NAME-1, NAME-2, ...")
+    project: ProjectName = Field(default="default", description="The project of every trial.")
+    trial: JsonObject = Field(
+        description="A train or finetune spec without name and project.",
+        examples=[{"kind": "train", "entrypoint": {"function": "train:train_loop"}}],
     )
-    objective: Objective
-    search: Search = Field(default_factory=Search)
-    early_stop: EarlyStop = Field(default_factory=EarlyStop)
+    parameters: dict[str, SweepParameter] = Field(
+        min_length=1,
+        max_length=MAX_PARAMETERS,
+        description="Searched values by the trial's paths, as --set takes them.",
+        examples=[
+            {"entrypoint.args.lr": {"distribution": "log_uniform", "low": 1e-4, "high": 0.1}}
+        ],
+    )
+    objective: Objective = Field(
+        description="The metric to optimize.", examples=[{"metric": "loss", "mode": "min"}]
+    )
+    search: Search = Field(
+        default_factory=Search, description="How trials are chosen and how many run at once."
+    )
+    early_stop: EarlyStop = Field(
+        default_factory=EarlyStop, description="Whether and when worse trials are stopped."
+    )
     register_model: RegisterModel | None = Field(
         default=None, description="Where the best trial's model is registered."
     )
-    priority: Literal["low", "normal", "high"] = "normal"
+    priority: Literal["low", "normal", "high"] = Field(
+        default="normal", description="The trials' priority, unless the template sets one."
+    )
 
     @model_validator(mode="after")
     def _trials_valid(self) -> SweepSpec:
