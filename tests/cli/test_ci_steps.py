@@ -132,7 +132,7 @@ BAD_USAGE = [
     (["--fail-on", "eval_loss=>2"], "'eval_loss=>2' is not METRIC OP NUMBER"),
     (["--fail-on", "eval_loss>2", "--fail-on", "loss"], "'loss' is not METRIC OP NUMBER"),
     (["--idempotency-key", "k", "--no-idempotency-key"], "contradict"),
-    (["--output", "yaml"], "'yaml' is not one of"),
+    (["--output", "xml"], "'xml' is not one of"),
     (["--set", "resources.gpus.x=1"], "resources.gpus is a number, so it has no field 'x'"),
 ]
 

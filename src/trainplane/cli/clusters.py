@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from trainplane.cli.cluster_file import clusters_apply
-from trainplane.cli.common import EXIT_USAGE, State, call, fail
+from trainplane.cli.common import EXIT_USAGE, State, call, fail, say
+from trainplane.cli.output import JsonFlag, OutputChoice, OutputOption, emit, print_rows
 from trainplane.runtime.start_timeout import AUTOSCALING_START_TIMEOUT, FIXED_START_TIMEOUT
 
 clusters_app = typer.Typer(no_args_is_help=True, help="Ray clusters jobs run on.")
@@ -42,8 +42,9 @@ def clusters_add(
             f"else {FIXED_START_TIMEOUT:.0f}).",
         ),
     ] = None,
+    output: OutputOption = None,
 ) -> None:
-    """Register a Ray cluster."""
+    """Register a Ray cluster; prints its id."""
     labels = {}
     for item in label or []:
         key, sep, value = item.partition("=")
@@ -63,23 +64,36 @@ def clusters_add(
         "start_timeout_seconds": start_timeout,
     }
     cluster = call(State.client().post, "/v1/clusters", body)
-    typer.echo(cluster["id"])
+    emit(cluster, OutputChoice.of(output), lambda c: typer.echo(c["id"]))
 
 
 @clusters_app.command("list")
-def clusters_list(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
+def clusters_list(output: OutputOption = None, as_json: JsonFlag = False) -> None:
     """List clusters with their capacity and use."""
     items = call(State.client().get, "/v1/clusters")["items"]
-    if as_json:
-        typer.echo(json.dumps(items, indent=2))
-        return
-    for c in items:
-        typer.echo(
-            f"{c['name']}\t{c['status']}\t{c['accelerator']}\t"
-            f"{c['gpus_in_use']}/{c['gpus']} in use\t{c['address']}"
+    emit(items, OutputChoice.of(output, as_json), _print_clusters)
+
+
+def _print_clusters(items: list[dict[str, Any]]) -> None:
+    if not items:
+        say(
+            "no clusters registered: jobs wait until one is "
+            "(trainplane clusters add NAME --address http://HOST:8265 --gpus N)"
         )
+        return
+    print_rows(
+        [
+            [
+                c["name"],
+                c["status"],
+                c["accelerator"],
+                f"{c['gpus_in_use']}/{c['gpus']}",
+                c["address"],
+            ]
+            for c in items
+        ],
+        ["NAME", "STATUS", "ACCELERATOR", "GPUS IN USE", "ADDRESS"],
+    )
 
 
 @clusters_app.command("remove")
@@ -90,9 +104,17 @@ def clusters_remove(name: str) -> None:
 
 
 @projects_app.command("list")
-def projects_list() -> None:
-    """List projects."""
-    for project in call(State.client().get, "/v1/projects")["items"]:
+def projects_list(output: OutputOption = None, as_json: JsonFlag = False) -> None:
+    """List the projects you can see."""
+    items = call(State.client().get, "/v1/projects")["items"]
+    emit(items, OutputChoice.of(output, as_json), _print_projects)
+
+
+def _print_projects(items: list[dict[str, Any]]) -> None:
+    if not items:
+        say("no projects you can see (trainplane projects create NAME makes one)")
+        return
+    for project in items:  # tab-separated, for cut and awk
         typer.echo(f"{project['name']}\t{project['description']}\t{project['storage_root']}")
 
 
@@ -100,10 +122,11 @@ def projects_list() -> None:
 def projects_create(
     name: str,
     description: Annotated[str, typer.Option(help="What the project is for.")] = "",
+    output: OutputOption = None,
 ) -> None:
-    """Create a project."""
+    """Create a project; prints its id."""
     project = call(State.client().post, "/v1/projects", {"name": name, "description": description})
-    typer.echo(project["id"])
+    emit(project, OutputChoice.of(output), lambda p: typer.echo(p["id"]))
 
 
 @projects_app.command("update")
@@ -113,8 +136,12 @@ def projects_update(
     gpu_hours_per_month: Annotated[
         float | None, typer.Option(help="GPU-hours per calendar month (UTC).")
     ] = None,
-    no_gpu_limit: Annotated[bool, typer.Option(help="Remove the GPU limit.")] = False,
-    no_budget: Annotated[bool, typer.Option(help="Remove the monthly budget.")] = False,
+    no_gpu_limit: Annotated[
+        bool, typer.Option("--no-gpu-limit", help="Remove the GPU limit.")
+    ] = False,
+    no_budget: Annotated[
+        bool, typer.Option("--no-budget", help="Remove the monthly budget.")
+    ] = False,
     weight: Annotated[
         float | None, typer.Option(help="Fair-share weight (default 1).", min=0.001)
     ] = None,
@@ -128,8 +155,12 @@ def projects_update(
         ),
     ] = None,
     default_storage: Annotated[
-        bool, typer.Option(help="Back to the default root, <server storage>/<project>.")
+        bool,
+        typer.Option(
+            "--default-storage", help="Back to the default root, <server storage>/<project>."
+        ),
     ] = False,
+    output: OutputOption = None,
 ) -> None:
     """Set a project's quotas, fair-share weight and storage root (installation admins)."""
     body: dict[str, object] = {}
@@ -148,11 +179,15 @@ def projects_update(
     if not body:
         raise fail("nothing to change: give --max-gpus, --gpu-hours-per-month, ...", EXIT_USAGE)
     project = call(State.client().json, "PATCH", f"/v1/projects/{name}", json=body)
+    emit(project, OutputChoice.of(output), lambda p: _print_update(p, "storage" in body))
+
+
+def _print_update(project: dict[str, Any], storage: bool) -> None:
     limit = project["max_gpus"] or "no limit"
     budget = project["gpu_hours_per_month"] or "no limit"
     typer.echo(
         f"{project['name']}: max GPUs {limit}, GPU-hours per month {budget}, "
         f"weight {project['weight']:g}"
     )
-    if "storage" in body:
+    if storage:
         typer.echo(f"{project['name']}: storage root {project['storage_root']}")

@@ -88,7 +88,8 @@ def exit_code_for_status(status: str) -> int:
 
 class State:
     url: str = DEFAULT_URL
-    token: str | None = None
+    token: str | None = None  # what is sent: the given one, or the local one
+    given_token: str | None = None  # --token / TRAINPLANE_TOKEN as given
 
     @classmethod
     def client(cls, timeout: float = 30.0) -> Session:

@@ -1,16 +1,17 @@
-"""``jobs list|get|cancel|events|logs|metrics|checkpoints|compare|trials``."""
+"""``jobs list|get|cancel|events|logs|metrics|checkpoints|compare|trials``.
+
+Wherever a job id goes, a unique id prefix (6+ characters) or a job name (the
+newest job of that name) does too: the server resolves it (``-p/--project``
+narrows a name to one project)."""
 
 from __future__ import annotations
 
-import json
-import re
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from trainplane.cli.common import (
+    EXIT_FAILED,
     State,
     call,
     exit_code_for,
@@ -22,6 +23,10 @@ from trainplane.cli.common import (
 )
 from trainplane.cli.follow import follow_logs
 from trainplane.cli.output import (
+    JsonFlag,
+    OutputChoice,
+    OutputOption,
+    emit,
     print_checkpoints,
     print_comparison,
     print_events,
@@ -35,61 +40,114 @@ from trainplane.sdk.sessions import Session
 
 jobs_app = typer.Typer(no_args_is_help=True, help="Inspect and control jobs.")
 
+JobRef = Annotated[
+    str,
+    typer.Argument(
+        metavar="JOB",
+        help="The job's id, a unique prefix of it (6+ characters), or its name (the newest "
+        "job of that name).",
+        show_default=False,
+    ),
+]
+RefProject = Annotated[
+    str | None,
+    typer.Option("--project", "-p", help="Look the job's name up in this project only."),
+]
+# Job ids: 26 characters (trainplane.ids); anything else is resolved once.
+_ID_LENGTH = 26
+
+
+def job_id_of(client: Session, ref: str, project: str | None = None) -> str:
+    """The id ``ref`` stands for (the server resolves names and prefixes), so
+    that a command of several requests reads one job throughout."""
+    if project is None and len(ref) == _ID_LENGTH:
+        return ref
+    return call(client.get, f"/v1/jobs/{ref}", project=project)["id"]
+
 
 @jobs_app.command("list")
 def jobs_list(
     status: Annotated[
-        list[str] | None, typer.Option(help="Only these statuses (repeatable).")
+        list[str] | None,
+        typer.Option("--status", "-s", help="Only these statuses (repeatable)."),
     ] = None,
-    project: Annotated[str | None, typer.Option(help="Only this project.")] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="Only this project.")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Only jobs with this name.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=200, help="Jobs per page.")] = 50,
     all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """List jobs, newest first."""
+    fmt = OutputChoice.of(output, as_json)
     client = State.client()
     params: dict[str, Any] = {"project": project, "name": name, "limit": limit}
     if status:
         params["status"] = [s.upper() for s in status]
     fetched = list(pages(client, "/v1/jobs", params, all_pages=all_pages))
     items = [job for page in fetched for job in page["items"]]
-    cursor = fetched[-1]["next_cursor"]
-    if as_json:
-        typer.echo(json.dumps(items, indent=2))
-    else:
-        print_jobs(items)
-        if cursor:
-            say("more jobs: use --all")
+    if not items and project is not None:
+        _require_project(client, project)
+    emit(items, fmt, print_jobs)
+    if fmt == "table" and fetched[-1]["next_cursor"]:
+        say("more jobs: use --all")
+
+
+def _require_project(client: Session, name: str) -> None:
+    known = {p["name"] for p in call(client.get, "/v1/projects")["items"]}
+    if name not in known:
+        raise fail(
+            f"project '{name}' does not exist (or you cannot see it); "
+            "trainplane projects list shows yours",
+            EXIT_FAILED,
+        )
 
 
 @jobs_app.command("get")
 def jobs_get(
-    job_id: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    job: JobRef,
+    project: RefProject = None,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Show one job."""
-    job = call(State.client().get, f"/v1/jobs/{job_id}")
-    if as_json:
-        typer.echo(json.dumps(job, indent=2))
-    else:
-        print_job(job)
+    """Show one job: status, attempts, progress, metrics and its spec."""
+    found = call(State.client().get, f"/v1/jobs/{job}", project=project)
+    emit(found, OutputChoice.of(output, as_json), print_job)
 
 
 @jobs_app.command("cancel")
-def jobs_cancel(job_id: str) -> None:
-    """Cancel a job (QUEUED jobs end at once; running ones are stopped)."""
-    job = call(State.client().post, f"/v1/jobs/{job_id}/cancel")
-    typer.echo(f"job {job['id']} {job['status']}: {job['reason']}")
+def jobs_cancel(job: JobRef, project: RefProject = None, output: OutputOption = None) -> None:
+    """Cancel a job (QUEUED jobs end at once; running ones are stopped).
+    Cancelling a job that is cancelled already succeeds, saying so."""
+    client = State.client()
+    job_id = job_id_of(client, job, project)
+    try:
+        done = client.post(f"/v1/jobs/{job_id}/cancel")
+    except TrainplaneError as exc:
+        current = call(client.get, f"/v1/jobs/{job_id}") if exc.status == 409 else {}
+        if current.get("status") != "CANCELLED":
+            raise fail(refusal(exc), exit_code_for(exc)) from None
+        say(f"job {job_id} already cancelled: {current['reason']}")
+        done = current
+    emit(
+        done,
+        OutputChoice.of(output),
+        lambda j: typer.echo(f"job {j['id']} {j['status']}: {j['reason']}"),
+    )
 
 
 @jobs_app.command("events")
 def jobs_events(
-    job_id: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    job: JobRef,
+    project: RefProject = None,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show a job's status history."""
     client = State.client()
+    job_id = job_id_of(client, job, project)
     events: list[dict[str, Any]] = []
     after = None
     while True:
@@ -98,24 +156,24 @@ def jobs_events(
         after = page["next_after"]
         if after is None:
             break
-    if as_json:
-        typer.echo(json.dumps(events, indent=2))
-    else:
-        print_events(events)
+    emit(events, OutputChoice.of(output, as_json), print_events)
 
 
 @jobs_app.command("logs")
 def jobs_logs(
-    job_id: str,
+    job: JobRef,
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Stream every attempt's log until the job ends.")
     ] = False,
     attempt: Annotated[
         int | None, typer.Option(min=1, help="Attempt number (default: latest).")
     ] = None,
+    project: RefProject = None,
 ) -> None:
-    """Print a job's log."""
+    """Print a job's log. A job that has not started yet has none: that is
+    said on stderr, with the reason it waits, and the exit code is 1."""
     client = State.client()
+    job_id = job_id_of(client, job, project)
     if follow:
         try:
             final = follow_logs(client, job_id)
@@ -123,18 +181,32 @@ def jobs_logs(
             raise fail(refusal(exc), exit_code_for(exc)) from None
         say(f"job {job_id} {final['status']}: {final['reason']}")
         raise typer.Exit(exit_code_for_status(final["status"]))
-    typer.echo(call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt), nl=False)
+    text = call(client.text, f"/v1/jobs/{job_id}/logs", attempt=attempt)
+    if not text:
+        current = call(client.get, f"/v1/jobs/{job_id}")
+        if current["status"] == "QUEUED" or not current.get("attempts"):
+            raise fail(
+                f"job {job_id} is {current['status']} and has not started, so it has no log "
+                f"yet: {current['reason']} (trainplane jobs logs {job_id} --follow waits for it)",
+                EXIT_FAILED,
+            )
+        say(f"job {job_id} ({current['status']}): its log is empty so far")
+    typer.echo(text, nl=False)
 
 
 @jobs_app.command("metrics")
 def jobs_metrics(
-    job_id: str,
+    job: JobRef,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Points per page.")] = 1000,
     all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    project: RefProject = None,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show a job's progress and metric points, oldest first."""
+    fmt = OutputChoice.of(output, as_json)
     client = State.client()
+    job_id = job_id_of(client, job, project)
     page = call(client.get, f"/v1/jobs/{job_id}/metrics", limit=limit)
     points = page["points"]
     cursor = page["next_cursor"]
@@ -142,71 +214,52 @@ def jobs_metrics(
         more = call(client.get, f"/v1/jobs/{job_id}/metrics", limit=limit, cursor=cursor)
         points += more["points"]
         cursor = more["next_cursor"]
-    if as_json:
-        typer.echo(json.dumps({**page, "points": points, "next_cursor": cursor}, indent=2))
-        return
-    print_metrics(page["progress"], points)
-    if cursor:
+    whole = {**page, "points": points, "next_cursor": cursor}
+    emit(whole, fmt, lambda m: print_metrics(m["progress"], m["points"]))
+    if fmt == "table" and cursor:
         say("more points: use --all")
 
 
 @jobs_app.command("checkpoints")
 def jobs_checkpoints(
-    job_id: str,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    job: JobRef,
+    project: RefProject = None,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """List a job's complete checkpoints, newest first."""
-    listing = call(State.client().get, f"/v1/jobs/{job_id}/checkpoints")
-    if as_json:
-        typer.echo(json.dumps(listing, indent=2))
-    else:
-        print_checkpoints(listing)
+    client = State.client()
+    listing = call(client.get, f"/v1/jobs/{job_id_of(client, job, project)}/checkpoints")
+    emit(listing, OutputChoice.of(output, as_json), print_checkpoints)
 
 
 @jobs_app.command("compare")
 def jobs_compare(
-    job_ids: Annotated[list[str], typer.Argument(help="Two or more job ids.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    jobs: Annotated[
+        list[str],
+        typer.Argument(metavar="JOB...", help="Two or more jobs: ids, id prefixes or names."),
+    ],
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Show how jobs' specs differ and their final metrics, side by side."""
-    comparison = call(State.client().get, "/v1/jobs/compare", ids=",".join(job_ids))
-    if as_json:
-        typer.echo(json.dumps(comparison, indent=2))
-    else:
-        print_comparison(comparison)
-
-
-# Job ids: 26 characters of lowercase Crockford base32 (trainplane.ids).
-_JOB_ID = re.compile(r"[0-9a-hjkmnp-tv-z]{26}")
-
-
-def job_id_of(client: Session, given: str) -> str:
-    """The id of ``given``: an id as it is, else the newest job of that name
-    (DESIGN.md: a job name stands for the latest job of that name)."""
-    if _JOB_ID.fullmatch(given):
-        return given
-    page = call(client.get, "/v1/jobs", name=given, limit=1)
-    return page["items"][0]["id"] if page["items"] else given
-
-
-class TrialsOutput(StrEnum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
+    comparison = call(State.client().get, "/v1/jobs/compare", ids=",".join(jobs))
+    emit(comparison, OutputChoice.of(output, as_json), print_comparison)
 
 
 @jobs_app.command("trials")
 def jobs_trials(
-    sweep_id: Annotated[str, typer.Argument(help="The sweep's id, or its name (its newest).")],
-    output: Annotated[TrialsOutput, typer.Option(help="table, json or yaml.")] = TrialsOutput.table,
+    sweep: Annotated[
+        str,
+        typer.Argument(
+            metavar="SWEEP", help="The sweep's id, a unique prefix of it, or its name (its newest)."
+        ),
+    ],
+    project: RefProject = None,
+    output: OutputOption = None,
 ) -> None:
     """List a sweep's trials: parameters, status, objective (last and best) and
     step, by number; the best trial is marked."""
     client = State.client()
-    listing = call(client.get, f"/v1/jobs/{job_id_of(client, sweep_id)}/trials")
-    if output is TrialsOutput.json:
-        typer.echo(json.dumps(listing, indent=2))
-    elif output is TrialsOutput.yaml:
-        typer.echo(yaml.safe_dump(listing, sort_keys=False), nl=False)
-    else:
-        print_trials(listing, typer.echo)
+    listing = call(client.get, f"/v1/jobs/{job_id_of(client, sweep, project)}/trials")
+    emit(listing, OutputChoice.of(output), lambda data: print_trials(data, typer.echo))

@@ -1,12 +1,79 @@
-"""Plain-text rendering of jobs, events, metrics and checkpoints for terminals."""
+"""What verbs print: ``--output table|json|yaml`` (one option, one helper,
+``emit``) and the plain-text rendering of jobs, events, metrics and
+checkpoints for terminals."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+import yaml
+
+FORMATS = ("table", "json", "yaml")
+# Older spellings still accepted: submit's and plan's "text" is the table.
+_ALIASES = {"text": "table"}
+
+
+def _check_format(value: str | None) -> str | None:
+    if value is None:
+        return None
+    chosen = _ALIASES.get(value.lower(), value.lower())
+    if chosen not in FORMATS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(FORMATS)}")
+    return chosen
+
+
+OutputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="table|json|yaml",
+        callback=_check_format,
+        show_default=False,
+        help="How to print the answer: table (default), json or yaml.",
+    ),
+]
+# The old flag, kept working for scripts; not shown in --help.
+JsonFlag = Annotated[
+    bool, typer.Option("--json", hidden=True, help="Deprecated: use --output json.")
+]
+
+
+class OutputChoice:
+    """The format a verb prints in: its own --output, else --json, else the
+    global --output (before or after the verb), else table."""
+
+    default: str | None = None  # the global --output
+
+    @classmethod
+    def of(cls, output: str | None, as_json: bool = False) -> str:
+        if output is not None:
+            return output
+        return "json" if as_json else (cls.default or "table")
+
+
+def emit(data: Any, fmt: str, table: Callable[[Any], None] | None = None) -> None:
+    """Print ``data`` as JSON or YAML, or through ``table`` (the terminal view)."""
+    if fmt == "json" or (fmt == "table" and table is None):
+        typer.echo(json.dumps(data, indent=2))
+    elif fmt == "yaml":
+        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
+    else:
+        assert table is not None
+        table(data)
+
+
+def without_nulls(value: Any) -> Any:
+    """``value`` without the keys whose value is null, at every depth."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
 
 
 def _when(value: str | None) -> str:
@@ -15,7 +82,8 @@ def _when(value: str | None) -> str:
     return datetime.fromisoformat(value).astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _table(rows: list[list[str]], header: list[str]) -> None:
+def print_rows(rows: list[list[str]], header: list[str]) -> None:
+    """Columns aligned under ``header``."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         typer.echo(
@@ -27,14 +95,14 @@ def print_jobs(jobs: list[dict[str, Any]]) -> None:
     if not jobs:
         typer.echo("no jobs")
         return
-    _table(
+    print_rows(
         [
             [
                 j["id"],
                 j["project"],
                 j["name"],
                 j["status"],
-                f"{j['gpus']}x {j['strategy']}",
+                str(j["gpus"]),
                 _when(j["created_at"]),
                 j["reason"],
             ]
@@ -51,7 +119,7 @@ def print_job(job: dict[str, Any]) -> None:
         typer.echo(f"{'sweep:':14}{job['parent']} (this job is one of its trials)")
     if job.get("queue_position"):
         typer.echo(f"{'queue:':14}position {job['queue_position']}")
-    typer.echo(f"{'resources:':14}{job['gpus']} GPUs, {job['strategy']}")
+    typer.echo(f"{'resources:':14}{job['gpus']} GPUs{_strategy_of(job)}")
     for key in ("created_at", "started_at", "finished_at"):
         typer.echo(f"{key + ':':14}{_when(job[key])}")
     if job.get("progress"):
@@ -82,7 +150,14 @@ def print_job(job: dict[str, Any]) -> None:
     if job.get("registered_model"):
         typer.echo(f"{'model:':14}{describe_model(job['registered_model'])}")
     typer.echo("spec:")
-    typer.echo(json.dumps(job["spec"], indent=2))
+    spec = yaml.safe_dump(without_nulls(job["spec"]), sort_keys=False, allow_unicode=True)
+    typer.echo("".join(f"  {line}\n" for line in spec.splitlines()), nl=False)
+
+
+def _strategy_of(job: dict[str, Any]) -> str:
+    # A command job starts its own processes: trainplane's strategy does not apply.
+    entrypoint = (job.get("spec") or {}).get("entrypoint") or {}
+    return "" if entrypoint.get("command") else f", {job['strategy']}"
 
 
 def metrics_line(metrics: dict[str, float]) -> str:
@@ -104,7 +179,7 @@ def describe_model(model: dict[str, Any]) -> str:
 
 
 def print_events(events: list[dict[str, Any]]) -> None:
-    _table(
+    print_rows(
         [
             [_when(e["created_at"]), e["from_status"] or "-", e["to_status"], e["reason"]]
             for e in events
@@ -132,7 +207,7 @@ def print_metrics(progress: dict[str, Any] | None, points: list[dict[str, Any]])
         typer.echo("no metrics")
         return
     names = sorted({name for point in points for name in point["metrics"]})
-    _table(
+    print_rows(
         [
             [
                 str(p["attempt"]),
@@ -159,7 +234,7 @@ def print_checkpoints(listing: dict[str, Any]) -> None:
     if not listing["checkpoints"]:
         typer.echo(f"no checkpoints under {listing['storage']}")
         return
-    _table(
+    print_rows(
         [
             [
                 str(c["step"]),
@@ -190,10 +265,10 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         ["gpu-hours", *(_number(j["gpu_hours"]) for j in jobs)],
         ["mlflow run", *(j["run_id"] or "-" for j in jobs)],
     ]
-    _table(rows, header)
+    print_rows(rows, header)
     typer.echo()
     if comparison["spec_differences"]:
-        _table(
+        print_rows(
             [
                 [d["field"], *(_value(v) for v in d["values"])]
                 for d in comparison["spec_differences"]
@@ -204,7 +279,7 @@ def print_comparison(comparison: dict[str, Any]) -> None:
         typer.echo("the specs are the same")
     typer.echo()
     if comparison["metrics"]:
-        _table(
+        print_rows(
             [[m["name"], *(_number(v) for v in m["values"])] for m in comparison["metrics"]],
             ["FINAL METRIC", *("" for _ in jobs)],
         )
@@ -216,7 +291,7 @@ def print_models(models: list[dict[str, Any]]) -> None:
     if not models:
         typer.echo("no registered models")
         return
-    _table(
+    print_rows(
         [
             [
                 model["name"],

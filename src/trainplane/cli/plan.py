@@ -21,8 +21,8 @@ from trainplane.cli.common import (
     say,
     sent_errors,
 )
+from trainplane.cli.output import OutputChoice, OutputOption, emit
 from trainplane.cli.spec_problems import spec_refusal
-from trainplane.cli.submit import OutputFormat
 from trainplane.cli.upload import UploadError, UploadOption, send_local_files
 from trainplane.sdk.errors import TrainplaneError
 from trainplane.sdk.specfile import SpecFileError, load_spec_file
@@ -38,9 +38,7 @@ def plan(
         list[str] | None,
         typer.Option("--set", help="Override a field, as for submit (repeatable)."),
     ] = None,
-    output: Annotated[
-        OutputFormat, typer.Option(help="text, or json: the server's answer as JSON.")
-    ] = OutputFormat.text,
+    output: OutputOption = None,
     upload: UploadOption = None,
 ) -> None:
     """Check a spec without submitting it: its files on this machine (the
@@ -49,12 +47,13 @@ def plan(
     Exit 0 when it is valid, 2 when it is not (the message names the field).
     No job is created; what a submit would upload is uploaded now (once: a
     later submit of the same files sends only the spec)."""
-    as_json = output is OutputFormat.json
+    fmt = OutputChoice.of(output)
+    as_json = fmt != "table"  # the answer as one JSON or YAML document
     try:
         spec = load_spec_file(file, set_ or [])
     except SpecFileError as exc:
         if as_json:
-            typer.echo(json.dumps({"valid": False, "detail": str(exc), "errors": []}, indent=2))
+            emit({"valid": False, "detail": str(exc), "errors": []}, fmt)
         say(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     client = State.client()
@@ -64,20 +63,17 @@ def plan(
     except UploadError as exc:
         if as_json:
             body = {"valid": False, "detail": str(exc), "errors": exc.errors}
-            typer.echo(json.dumps(body, indent=2))
+            emit(body, fmt)
         say(str(exc))
         raise typer.Exit(EXIT_USAGE) from None
     except TrainplaneError as exc:
-        raise _refused(exc, as_json, file) from None
+        raise _refused(exc, fmt, file) from None
     valid = answer.get("valid", True) is not False
-    if as_json:
-        typer.echo(json.dumps(answer, indent=2))
-    else:
-        print_plan(answer)
+    emit(answer, fmt, print_plan)
     raise typer.Exit(EXIT_OK if valid else EXIT_USAGE)
 
 
-def _refused(exc: TrainplaneError, as_json: bool, file: Path) -> typer.Exit:
+def _refused(exc: TrainplaneError, fmt: str, file: Path) -> typer.Exit:
     code = exit_code_for(exc)
     message = spec_refusal(exc, file)
     if exc.status == 404:
@@ -85,9 +81,9 @@ def _refused(exc: TrainplaneError, as_json: bool, file: Path) -> typer.Exit:
         message = (
             f"this server has no {PLAN_PATH} (it predates trainplane plan; upgrade it): {message}"
         )
-    if as_json:
+    if fmt != "table":
         body = exc.body or {"status": exc.status, "detail": exc.detail, "errors": sent_errors(exc)}
-        typer.echo(json.dumps({"valid": False if code == EXIT_USAGE else None, **body}, indent=2))
+        emit({"valid": False if code == EXIT_USAGE else None, **body}, fmt)
     say(message)
     return typer.Exit(code)
 

@@ -8,7 +8,6 @@ a prompt that does not echo. No command ever prints one.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +15,7 @@ from typing import Annotated
 import typer
 
 from trainplane.cli.common import EXIT_USAGE, State, call, fail, say
+from trainplane.cli.output import JsonFlag, OutputChoice, OutputOption, emit
 
 secrets_app = typer.Typer(
     no_args_is_help=True,
@@ -47,7 +47,8 @@ def secrets_set(
     from_file: Annotated[
         Path | None, typer.Option("--from-file", help="Read the value from this file, as is.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Create or replace a secret (project admins). The value comes from
     --from-file, standard input, or a prompt; it is never shown again."""
@@ -58,8 +59,9 @@ def secrets_set(
         f"/v1/projects/{project}/secrets/{key}",
         json={"value": value},
     )
-    if as_json:
-        typer.echo(json.dumps(record, indent=2))
+    fmt = OutputChoice.of(output, as_json)
+    if fmt != "table":
+        emit(record, fmt)
         return
     say(f"secret {key} of project {project} set; jobs use it as entrypoint.secrets: {{VAR: {key}}}")
 
@@ -67,12 +69,14 @@ def secrets_set(
 @secrets_app.command("list")
 def secrets_list(
     project: Project,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """The project's secret keys and who set each when (members); no values."""
     items = call(State.client().get, f"/v1/projects/{project}/secrets")["items"]
-    if as_json:
-        typer.echo(json.dumps(items, indent=2))
+    fmt = OutputChoice.of(output, as_json)
+    if fmt != "table":
+        emit(items, fmt)
         return
     for s in items:
         typer.echo(f"{s['key']}\tupdated {s['updated_at']} by {s['updated_by']}")

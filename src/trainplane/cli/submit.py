@@ -5,12 +5,10 @@ that says what happened (the table is in ``trainplane.cli.common``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,7 +35,14 @@ from trainplane.cli.common import (
 )
 from trainplane.cli.follow import DeadlinePassed, follow_logs
 from trainplane.cli.gates import Gate, GateResult, GateSyntaxError, not_checked
-from trainplane.cli.output import describe_model, describe_tracking, metrics_line
+from trainplane.cli.output import (
+    OutputChoice,
+    OutputOption,
+    describe_model,
+    describe_tracking,
+    emit,
+    metrics_line,
+)
 from trainplane.cli.progress import DEFAULT_INTERVAL, ProgressPrinter, is_terminal
 from trainplane.cli.spec_problems import spec_refusal
 from trainplane.cli.sweep_wait import report_sweep_end, wait_for_sweep, with_best_metrics
@@ -64,11 +69,6 @@ OUTCOMES = {
     EXIT_UNREACHABLE: "unreachable",
     EXIT_INTERRUPTED: "interrupted",
 }
-
-
-class OutputFormat(StrEnum):
-    text = "text"
-    json = "json"
 
 
 # One line per paragraph: the help formatter wraps them to the terminal.
@@ -100,9 +100,9 @@ def _check_gates(values: list[str] | None) -> list[str] | None:
 
 @dataclass
 class Result:
-    """What ``--output json`` prints at the end, built up as the command goes."""
+    """What ``--output json`` (or yaml) prints at the end, built up as the command goes."""
 
-    as_json: bool
+    fmt: str  # --output: table, json or yaml
     server: str  # the API's base URL
     job: dict[str, Any] | None = None
     created: bool | None = None
@@ -119,9 +119,13 @@ class Result:
         if not said:
             say(message)
         say(f"exit code {code}: {EXIT_CODES[code]}")
-        if self.as_json:
-            typer.echo(json.dumps(self.summary(code, message, outcome), indent=2))
+        if self.fmt != "table":
+            emit(self.summary(code, message, outcome), self.fmt)
         return typer.Exit(code)
+
+    def url(self, job_id: str) -> str:
+        """The job's page in the dashboard."""
+        return f"{self.server}/jobs/{job_id}"
 
     def summary(self, code: int, message: str, outcome: str | None = None) -> dict[str, Any]:
         job = self.job or {}
@@ -134,8 +138,7 @@ class Result:
             "reason": job.get("reason"),
             "created": self.created,
             "idempotency_key": self.idempotency_key,
-            # The job's page in the dashboard.
-            "url": f"{self.server}/jobs/{job['id']}" if job.get("id") else None,
+            "url": self.url(job["id"]) if job.get("id") else None,
             "progress": job.get("progress"),
             "metrics": job.get("latest_metrics") or {},
             "thresholds": [result.as_json() for result in self.gates],
@@ -200,10 +203,7 @@ def submit(
             callback=_check_gates,
         ),
     ] = None,
-    output: Annotated[
-        OutputFormat,
-        typer.Option(help="text: the job id on stdout; json: one JSON object on stdout."),
-    ] = OutputFormat.text,
+    output: OutputOption = None,
     timeout: Annotated[
         float | None,
         typer.Option(help="Give up waiting after this many seconds (exit 5; the job goes on)."),
@@ -233,7 +233,8 @@ def submit(
     ] = TRACKING_WAIT_SECONDS,
     upload: UploadOption = None,
 ) -> None:
-    as_json = output is OutputFormat.json
+    fmt = OutputChoice.of(output)
+    as_json = fmt != "table"  # stdout is for the one JSON (or YAML) document
     gates = [Gate.parse(expression) for expression in fail_on or []]
     waiting = wait or follow or bool(gates)
     if idempotency_key and no_idempotency_key:
@@ -241,7 +242,7 @@ def submit(
             "--idempotency-key and --no-idempotency-key contradict each other",
             param_hint="'--no-idempotency-key'",
         )
-    result = Result(as_json, State.url.rstrip("/"))
+    result = Result(fmt, State.url.rstrip("/"))
     try:
         spec = load_spec_file(file, set_ or [])
     except SpecFileError as exc:
@@ -264,11 +265,11 @@ def submit(
     result.job, result.created = job, created
     _say_submitted(job, created)
     if not waiting:
-        typer.echo(json.dumps(job, indent=2) if as_json else job["id"])
+        emit(job, fmt, lambda j: typer.echo(j["id"]))
         return
     if not as_json:
         typer.echo(job["id"])  # today's output: the id, first thing on stdout
-    say(f"job: {result.server}/v1/jobs/{job['id']}")
+    say(f"job: {result.url(job['id'])}")
     deadline = None if timeout is None else time.monotonic() + timeout
     waiter = Waiter(client, reconnect_timeout, deadline)
     try:

@@ -4,7 +4,6 @@ exception. Nothing here sends anything (``sessions`` does)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -13,7 +12,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from trainplane.sdk.credentials import token_for
+from trainplane.sdk.config_file import resolve_connection, url_problem
 from trainplane.sdk.errors import error_for
 
 T = TypeVar("T")
@@ -27,10 +26,14 @@ STREAM_TIMEOUT = httpx.Timeout(10.0, read=60.0)
 
 def connection(url: str | None, token: str | None) -> tuple[str, str | None]:
     """The base URL and token: the arguments, else ``TRAINPLANE_URL`` and
-    ``TRAINPLANE_TOKEN``, else (as the CLI does) the local admin token that
-    ``trainplane up`` wrote, for a server on this machine."""
-    base = (url or os.environ.get("TRAINPLANE_URL") or DEFAULT_URL).rstrip("/")
-    return base, token_for(base, token or os.environ.get("TRAINPLANE_TOKEN"))
+    ``TRAINPLANE_TOKEN``, else the config file ``trainplane login`` wrote,
+    else (as the CLI does) the local admin token that ``trainplane up`` wrote,
+    for a server on this machine (``config_file.resolve_connection``)."""
+    base, chosen, source = resolve_connection(url, token, DEFAULT_URL)
+    problem = url_problem(base, source)
+    if problem is not None:
+        raise ValueError(problem)
+    return base, chosen
 
 
 @dataclass(frozen=True)
