@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from trainplane.cli.common import EXIT_USAGE, State, call, fail, say
 from trainplane.cli.extras import require_server_extra
+from trainplane.cli.output import JsonFlag, OutputChoice, OutputOption, emit
 from trainplane.jobs.durations import parse_duration
 
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for people and CI pipelines.")
@@ -19,7 +19,8 @@ tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for people and C
 def tokens_create(
     name: Annotated[str, typer.Argument(help="Names the caller in job and audit events.")],
     project: Annotated[
-        str | None, typer.Option(help="The project of the role; omit for every project.")
+        str | None,
+        typer.Option("--project", "-p", help="The project of the role; omit for every project."),
     ] = None,
     role: Annotated[str, typer.Option(help="viewer, member or admin.")] = "member",
     service: Annotated[
@@ -28,7 +29,8 @@ def tokens_create(
     expires_in: Annotated[
         str | None, typer.Option(help="30d, 12h, ...; default: never expires.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the whole record.")] = False,
+    output: OutputOption = None,
+    as_json: JsonFlag = False,
     admin: Annotated[
         bool,
         typer.Option(
@@ -47,7 +49,7 @@ def tokens_create(
                 "drop --project, --role and --service",
                 EXIT_USAGE,
             )
-        _create_admin_in_database(name, expires_in, as_json)
+        _create_admin_in_database(name, expires_in, OutputChoice.of(output, as_json))
         return
     body = {
         "name": name,
@@ -57,14 +59,15 @@ def tokens_create(
         "expires_in": expires_in,
     }
     created = call(State.client().post, "/v1/tokens", body)
-    if as_json:
-        typer.echo(json.dumps(created, indent=2))
+    fmt = OutputChoice.of(output, as_json)
+    if fmt != "table":
+        emit(created, fmt)
         return
     say(f"token {created['id']} ({role} in {project or 'every project'}); keep the secret now:")
     typer.echo(created["token"])
 
 
-def _create_admin_in_database(name: str, expires_in: str | None, as_json: bool) -> None:
+def _create_admin_in_database(name: str, expires_in: str | None, fmt: str) -> None:
     # Server code, imported only here: this branch runs on the server's machine.
     require_server_extra("tokens create --admin")
     from trainplane.config import Settings
@@ -80,23 +83,22 @@ def _create_admin_in_database(name: str, expires_in: str | None, as_json: bool) 
     except ServeError as exc:
         raise fail(str(exc)) from None
     token = new.view.token
-    if as_json:
+    if fmt != "table":
         expires_at = token.expires_at.isoformat() if token.expires_at else None
         record = {"id": token.id, "name": token.name, "token": new.secret, "expires_at": expires_at}
-        typer.echo(json.dumps(record, indent=2))
+        emit(record, fmt)
         return
     say(f"token {token.id} (admin in every project), made in the database; keep the secret now:")
     typer.echo(new.secret)
 
 
 @tokens_app.command("list")
-def tokens_list(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
+def tokens_list(output: OutputOption = None, as_json: JsonFlag = False) -> None:
     """The tokens of the projects you administer (never their secrets)."""
     items = call(State.client().get, "/v1/tokens")["items"]
-    if as_json:
-        typer.echo(json.dumps(items, indent=2))
+    fmt = OutputChoice.of(output, as_json)
+    if fmt != "table":
+        emit(items, fmt)
         return
     for t in items:
         grants = ",".join(f"{g['role']}@{g['project'] or '*'}" for g in t["grants"])
