@@ -71,6 +71,18 @@ def test_upgrade_check_downgrade_upgrade(fresh_url):
         engine.dispose()
 
 
+def test_the_start_up_upgrade_counts_what_it_applied(fresh_url):
+    """The server logs one line for its start-up migration, with this count."""
+    config = migrate.alembic_config(fresh_url)
+    script = ScriptDirectory.from_config(config)
+    every = len(list(script.walk_revisions()))
+    assert migrate.upgrade_counting(fresh_url) == every
+    assert migrate.upgrade_counting(fresh_url) == 0
+    (head,) = script.get_heads()
+    command.downgrade(config, script.get_revision(head).down_revision or "base")
+    assert migrate.upgrade_counting(fresh_url) == 1
+
+
 def test_cli_db_upgrade_then_alembic_check_from_the_checkout(postgres_server, tmp_path):
     url = postgres_server.create_database("tp_cli")
     env = {**os.environ, "TRAINPLANE_DATABASE_URL": url, "TRAINPLANE_HOME": str(tmp_path)}

@@ -11,6 +11,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from trainplane.db.engine import make_engine
+
 
 def migrations_dir() -> Path:
     # The top-level migrations/ folder is installed as the trainplane.migrations
@@ -29,6 +31,20 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(database_url), revision)
+
+
+def upgrade_counting(database_url: str) -> int:
+    """Migrate to head; returns how many migrations that applied."""
+    config = alembic_config(database_url)
+    script = ScriptDirectory.from_config(config)
+    engine = make_engine(database_url, single_use=True)
+    try:
+        before = current_revisions(engine)
+    finally:
+        engine.dispose()
+    pending = len(list(script.iterate_revisions("heads", before or "base")))
+    command.upgrade(config, "head")
+    return pending
 
 
 def head_revisions(database_url: str) -> tuple[str, ...]:

@@ -18,8 +18,9 @@ _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) 
     "asctime",
 }
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# Every probe and every job upload would otherwise be an INFO line.
-_NOISY = ("httpx", "ray")
+# Every probe and every job upload would otherwise be an INFO line, and every
+# migration at start-up too (the server says in one line what it applied).
+_NOISY = ("httpx", "ray", "alembic")
 
 
 class JsonFormatter(logging.Formatter):

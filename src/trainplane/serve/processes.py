@@ -37,7 +37,14 @@ def prepare_home(settings: Settings) -> None:
 def prepare_database(settings: Settings) -> None:
     prepare_home(settings)
     if settings.should_auto_migrate:
-        migrate.upgrade(settings.resolved_database_url)
+        applied = migrate.upgrade_counting(settings.resolved_database_url)
+        if applied:
+            log.info(
+                "database schema upgraded to %s (%d migration%s)",
+                ", ".join(migrate.head_revisions(settings.resolved_database_url)),
+                applied,
+                "" if applied == 1 else "s",
+            )
 
 
 def require_safe_exposure(settings: Settings, host: str, *, insecure_no_auth: bool) -> None:
