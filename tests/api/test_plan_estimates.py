@@ -195,6 +195,16 @@ def test_cost_comes_from_earlier_runs_of_the_same_job(api, session, h100):
     assert plain["expected_seconds"] == pytest.approx(300)
 
 
+def test_a_named_strategy_over_auto_s_headroom_passes_with_a_warning(api, h100):
+    """20B under FSDP2 needs about 98% of an 80 GB GPU: auto would not pick it,
+    but a strategy the spec names runs unless it is over the whole GPU."""
+    plan = api.post("/v1/jobs/plan", json=_spec(2e10, strategy="fsdp")).json()
+    assert 0.9 < plan["memory"]["fraction"] <= 1.0
+    assert "above the 90% of a GPU strategy auto stays under" in plan["strategy"]["reason"]
+    roomy = api.post("/v1/jobs/plan", json=_spec(1e10, strategy="fsdp")).json()
+    assert "may run out of memory" not in roomy["strategy"]["reason"]
+
+
 def test_a_job_is_placed_only_on_gpus_its_estimate_fits(api, session):
     """13B under FSDP2 needs about 51 GB per GPU: not the 40 GB cluster, which
     plan and the scheduler both pass over for the 80 GB one."""

@@ -29,6 +29,7 @@ from trainplane.jobs.precision import resolved_precision
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.jobs.strategy_choice import (
     CANDIDATES,
+    HEADROOM,
     Choice,
     candidates_for,
     choose_strategy,
@@ -231,7 +232,15 @@ def _picked(
 
 def _need(found: MemoryEstimate, memory: float | None) -> str:
     share = f", {found.total / memory:.0%} of {gb(memory)}" if memory else ""
-    return f"{found.strategy.label} needs about {gb(found.total)} per GPU{share}"
+    # A strategy the spec names is refused only past the whole GPU; between
+    # the headroom auto keeps and that, it runs, but the user should know.
+    tight = (
+        f"; that is above the {HEADROOM:.0%} of a GPU strategy auto stays under, so it "
+        "may run out of memory (auto would shard more)"
+        if memory and HEADROOM * memory < found.total <= memory
+        else ""
+    )
+    return f"{found.strategy.label} needs about {gb(found.total)} per GPU{share}{tight}"
 
 
 def _size_field(spec: TrainSpec | FinetuneSpec) -> str:
