@@ -292,7 +292,10 @@ def _literal(f: _Fault) -> str:
     text = f"{f.field} must be {_choice(allowed)}; got {given(f.value)}"
     zero = isinstance(f.value, str) and f.value.lower().startswith("zero")
     if zero and _generic(f.parts) == "strategy.type":
-        return f"{text}: ZeRO is `strategy: {{type: deepspeed, deepspeed: {{stage: 3}}}}`"
+        stage = f.value[-1] if f.value[-1:] in ("1", "2", "3") else "3"
+        return (
+            f"{text}; for ZeRO use `strategy: {{type: deepspeed, deepspeed: {{stage: {stage}}}}}`"
+        )
     near = close_to(str(f.value), allowed) if isinstance(f.value, str | int) else []
     return f"{text}; did you mean `{near[0]}`?" if near else text
 
