@@ -6,6 +6,7 @@ of every verb that prints (a verb's own ``-o`` wins)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
@@ -67,12 +68,17 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    # No envvar=: the environment and the config file are read in one place
+    # (sdk.config_file), which also says where a wrong address came from.
     url: Annotated[
         str | None,
-        typer.Option(envvar="TRAINPLANE_URL", show_default=False, help="The server's address."),
+        typer.Option(
+            show_default=False, help="The server's address [default: TRAINPLANE_URL, ...]."
+        ),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(envvar="TRAINPLANE_TOKEN", show_default=False, help="API token.")
+        str | None,
+        typer.Option(show_default=False, help="API token [default: TRAINPLANE_TOKEN, ...]."),
     ] = None,
     output: OutputOption = None,
     _version_flag: Annotated[
@@ -89,7 +95,8 @@ def _root(
     problem = url_problem(base, source)
     if problem is not None:
         raise fail(problem, EXIT_USAGE)
-    State.url, State.token, State.given_token = base, chosen, token
+    given = token or os.environ.get("TRAINPLANE_TOKEN")
+    State.url, State.token, State.given_token = base, chosen, given
     OutputChoice.default = output
 
 
