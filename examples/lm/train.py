@@ -126,7 +126,8 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
         ctx.backward(loss)
         if ctx.step():
-            ctx.report({"loss": ctx.mean(loss.detach())})
+            # Averaged over the ranks in batches: no collective of its own per step.
+            ctx.report({"loss": loss.detach()})
             if args["step_sleep"]:
                 time.sleep(args["step_sleep"])
     # A run resumed from its final checkpoint (a worker lost after it was

@@ -77,9 +77,9 @@ def train_loop(ctx: trainplane.TrainContext) -> dict[str, float]:
         loss = loss_fn(model(inputs).float(), labels)
         ctx.backward(loss)
         if ctx.step():
-            # Every rank reports; rank 0's numbers are kept. The mean over
-            # ranks makes the loss comparable across world sizes.
-            ctx.report({"loss": ctx.mean(loss.detach())})
+            # Every rank reports. A tensor is averaged over the ranks (comparable
+            # across world sizes), in batches: no collective of its own per step.
+            ctx.report({"loss": loss.detach()})
             if args["step_sleep"]:
                 time.sleep(args["step_sleep"])
     # A run resumed from its final checkpoint (a worker lost after it was

@@ -73,19 +73,22 @@ class Checkpointer:
         self._scratch: Path | None = None
 
     # --- when -------------------------------------------------------------------
-    def due_after(self, previous: int, step: int) -> bool:
-        """Whether the policy asks for a save at ``step``, the last policy save
-        (or resume) having been at ``previous``. Same answer on every rank."""
+    def due_by_steps(self, previous: int, step: int) -> bool:
+        """Whether ``every_steps`` asks for a save at ``step``, the last policy
+        save (or resume) having been at ``previous``. Same answer on every rank,
+        without asking the others."""
         if self.storage is None or step <= previous:
             return False
         every = self.policy.every_steps
-        if every and step // every > previous // every:
-            return True
-        if self.policy.every_minutes:
-            elapsed = time.monotonic() - self.last_save_time
-            # Clocks differ per rank: rank 0's decides.
-            return bool(broadcast(elapsed >= self.policy.every_minutes * 60))
-        return False
+        return bool(every) and step // every > previous // every
+
+    def due_by_time(self) -> bool:
+        """Whether ``every_minutes`` have passed since the last save, by this
+        rank's clock. Clocks differ per rank: rank 0's answer is the one that
+        counts, shared when the ranks next meet (runtime.step_sync)."""
+        if self.storage is None or not self.policy.every_minutes:
+            return False
+        return time.monotonic() - self.last_save_time >= self.policy.every_minutes * 60
 
     # --- save -------------------------------------------------------------------
     def save(

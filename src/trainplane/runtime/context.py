@@ -10,12 +10,13 @@ The same user code runs under every strategy::
             loss = compute_loss(model, batch)
             ctx.backward(loss)
             if ctx.step():                  # True when the optimizer stepped
-                ctx.report({"loss": loss.item()})   # checkpoints by the job's policy
+                ctx.report({"loss": loss.detach()})  # checkpoints by the job's policy
             if ctx.global_step >= max_steps:
                 break
 
 Every method that touches model state (prepare, restore, report, checkpoint) is
-collective: call it on every rank, at the same steps.
+collective: call it on every rank, at the same steps (``report`` meets the
+other ranks only about once a second: runtime.step_sync).
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from trainplane.runtime.data import ResumableLoader
 from trainplane.runtime.gpu_figures import GpuFigures
 from trainplane.runtime.model_export import ModelExport, ModelSaver
 from trainplane.runtime.precision import set_matmul_precision, training_precision
-from trainplane.runtime.preemption import STOP_REASONS, Preempted, checkpoint_reason
+from trainplane.runtime.preemption import Preempted, checkpoint_reason
 from trainplane.runtime.reporting import ProgressReporter
 from trainplane.runtime.step_log import StepLog
+from trainplane.runtime.step_sync import StepSync
 from trainplane.runtime.strategies import StrategyRunner, StrategySettings, make_runner
 from trainplane.runtime.strategies.base import OptimizerArg
 
@@ -64,6 +66,7 @@ class TrainContext:
         model_root: str | None = None,
         reporter: ProgressReporter | None = None,
         watch_stop_requests: bool = False,
+        decision_steps: list[int] | tuple[int, ...] = (),
     ) -> None:
         self.spec = spec
         self.rank = rank
@@ -128,6 +131,13 @@ class TrainContext:
         self._policy_step = 0
         self._step_log = StepLog(rank=rank, world_size=world_size, grad_accum=self.grad_accum)
         self._gpu_figures = GpuFigures(device, world_size=world_size, rank=rank)
+        self._sync = StepSync(
+            world_size=world_size,
+            device=device,
+            decision_steps=decision_steps,
+            reporter=self._reporter,
+            step_log=self._step_log,
+        )
         self.started_at = time.monotonic()
 
     # --- where am I -----------------------------------------------------------------
@@ -145,7 +155,10 @@ class TrainContext:
             dist.barrier()
 
     def mean(self, value: float | torch.Tensor) -> float:
-        """The mean of ``value`` over all ranks (e.g. an eval loss)."""
+        """The mean of ``value`` over all ranks (e.g. an eval loss). A collective
+        (call it on every rank): an all-reduce that waits for the slowest rank
+        and, on a GPU, its kernels. Not every step: ``report`` averages tensors
+        in batches, or reduce once per report interval."""
         tensor = torch.as_tensor(value, dtype=torch.float64, device=self._comm_device()).clone()
         if dist.is_initialized() and self.world_size > 1:
             dist.all_reduce(tensor)
@@ -285,39 +298,30 @@ class TrainContext:
 
     # --- progress and checkpoints ------------------------------------------------------
     def report(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        """Record rank 0's metrics at ``step`` (default: optimizer steps so far),
-        then save a checkpoint if the job's policy asks for one."""
+        """Record metrics at ``step`` (default: optimizer steps so far), then save a
+        checkpoint if the job's policy asks for one. A number is rank 0's; a
+        one-element tensor (``loss.detach()``) is averaged over the ranks, in
+        batches (runtime.step_sync): give every rank's tensors the same names."""
         step = self.global_step if step is None else step
-        values = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in metrics.items()}
-        values = numeric(values)
-        self._last_metrics = dict(values)
-        self._step_log.add_throughput(values, step, self._loaders)
-        for name, value in self._gpu_figures.gather().items():  # collective on GPUs
-            values.setdefault(name, value)
-        if self._reporter is not None:
-            self._reporter.record(step, values, self.total_steps)
-        self._step_log.maybe_log(step, values, self.total_steps)
-        if self._watch_stop:
-            asked = self._stop_requested()
-            if asked is not None:
-                self._stop_for_preemption(values, step, asked)
-        if self._checkpointer.due_after(self._policy_step, step):
-            self.checkpoint(values, step=step)
-
-    def _stop_requested(self) -> str | None:
-        """Why the attempt is to stop (a checkpoint reason), or None. Rank 0's
-        reporter knows; every rank learns it at the same step."""
+        tensors = {k: v for k, v in metrics.items() if isinstance(v, torch.Tensor)}
+        values = numeric({k: v for k, v in metrics.items() if k not in tensors})
+        throughput: dict[str, float] = {}
+        self._step_log.add_throughput(throughput, step, self._loaders)
+        self._sync.add(step, values, tensors, throughput)
+        save_by_steps = self._checkpointer.due_by_steps(self._policy_step, step)
+        if not (save_by_steps or self._sync.meets_at(step)):
+            return
+        latest = self._sync.flush(self.total_steps, figures=self._gpu_figures)
+        self._last_metrics = dict(latest.values)
+        values = latest.metrics()
         heard = self._reporter.stop_reason if self._reporter is not None else None
-        asked = checkpoint_reason(heard) if heard is not None else None
-        if not (dist.is_initialized() and self.world_size > 1):
-            return asked
-        # 0: go on; otherwise 1 + the reason's place in the sorted reasons.
-        reasons = sorted(STOP_REASONS)
-        code = 0 if asked is None else 1 + reasons.index(asked)
-        flag = torch.tensor([code], dtype=torch.int32, device=self._comm_device())
-        dist.broadcast(flag, src=0)
-        code = int(flag.item())
-        return reasons[code - 1] if code else None
+        asked = checkpoint_reason(heard) if heard is not None and self._watch_stop else None
+        time_due = self.rank == 0 and self._checkpointer.due_by_time()
+        meeting = self._sync.meet(step, stop=asked, time_due=time_due)
+        if self._watch_stop and meeting.stop is not None:
+            self._stop_for_preemption(values, step, meeting.stop)
+        if save_by_steps or (meeting.time_due and step > self._policy_step):
+            self.checkpoint(values, step=step)
 
     def _stop_for_preemption(self, values: dict[str, float], step: int, reason: str) -> None:
         """Preempted or pruned: save with that reason, then unwind every rank."""
@@ -338,6 +342,7 @@ class TrainContext:
         """Save a checkpoint now; returns its URI."""
         runner = self._prepared()
         step = self.global_step if step is None else step
+        self._sync.flush(self.total_steps)  # what is pending reaches the control plane first
         state = {
             "global_step": self.global_step,
             "micro": self._micro,
@@ -426,6 +431,7 @@ class TrainContext:
         folder's URI, or None when the job registers no model. trainplane
         calls it when the train function returns (a second call at the same
         step does nothing); collective."""
+        self._sync.flush(self.total_steps)  # the last reports since the ranks last met
         if self._export is None:
             return None
         if self._runner is None:

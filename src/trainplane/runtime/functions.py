@@ -52,6 +52,7 @@ def run_rank(
     """Call the train function with this rank's context; return what it returns."""
     function = load_function(function_of(spec) or "")
     reporter = None
+    decision_steps = decision_steps_of(os.environ)  # the same on every rank
     if rank == 0:
         reporter = ProgressReporter(
             url=os.environ.get(tp_env.CONTROL_PLANE_URL),
@@ -59,7 +60,7 @@ def run_rank(
             attempt_id=os.environ.get(tp_env.ATTEMPT_ID),
             token=os.environ.get(tp_env.ATTEMPT_TOKEN),
             metrics_file=os.environ.get(tp_env.METRICS_FILE),
-            decision_steps=decision_steps_of(os.environ),
+            decision_steps=decision_steps,
         )
     context = TrainContext(
         spec,
@@ -74,6 +75,7 @@ def run_rank(
         checkpoint_root=os.environ.get(tp_env.CHECKPOINT_URI),
         model_root=os.environ.get(tp_env.MODEL_URI),
         reporter=reporter,
+        decision_steps=decision_steps,
         # The same on every rank: the control plane answers reports only
         # when there is one to report to.
         watch_stop_requests=bool(

@@ -101,21 +101,34 @@ class ProgressReporter:
             self.thread.start()
 
     def record(self, step: int, metrics: dict[str, float], total_steps: int | None) -> None:
+        self.record_points([(step, time.time(), metrics)], total_steps)
+
+    def record_points(
+        self, points: Sequence[tuple[int, float, dict[str, float]]], total_steps: int | None
+    ) -> None:
+        """Queue (step, time, metrics) points, in step order, for the sending
+        thread: the caller only appends, except at a decision step."""
+        if not points:
+            return
         # Built unchecked: the control plane validates the report and names
         # what it refuses (a 422 the run survives); a check here would raise
         # in the training loop instead.
-        point = MetricPoint.model_construct(
-            step=step,
-            time=time.time(),
-            metrics={k: v for k, v in metrics.items() if math.isfinite(v)},
-        )
+        built = [
+            MetricPoint.model_construct(
+                step=step,
+                time=at,
+                metrics={k: v for k, v in metrics.items() if math.isfinite(v)},
+            )
+            for step, at, metrics in points
+        ]
         if self.metrics_file:
             with open(self.metrics_file, "a") as handle:
-                handle.write(json.dumps(point.model_dump(mode="json")) + "\n")
+                handle.writelines(json.dumps(p.model_dump(mode="json")) + "\n" for p in built)
         if self.endpoint is None or self.revoked:
             return
+        step = built[-1].step
         with self.lock:
-            self.queue.append(point)
+            self.queue.extend(built)
             self.step = step
             self.total_steps = total_steps
         if self.decision_steps and step >= self.decision_steps[0]:
