@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # trainplane's variables a job may set itself: the runtime's optional outputs.
-USER_SETTABLE_ENV = frozenset({"TRAINPLANE_METRICS_FILE"})
+USER_SETTABLE_ENV = frozenset({"TRAINPLANE_METRICS_FILE", "TRAINPLANE_START_EVENTS_FILE"})
 RESERVED_ENV = frozenset(
     {
         "RANK",

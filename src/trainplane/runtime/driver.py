@@ -33,6 +33,7 @@ from trainplane.runtime.ray_train import failure_cause
 from trainplane.runtime.resume_points import choose_resume_point
 from trainplane.runtime.script_ranks import RankPlan, run_rank
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
+from trainplane.runtime.start_events import mark, mark_process_start
 from trainplane.storage.backends import StorageError, join, open_storage
 from trainplane.storage.checkpoints import folder_step
 
@@ -44,6 +45,8 @@ LOG_GRACE_SECONDS = 1.0
 
 
 def main() -> int:
+    mark_process_start("driver started")
+    mark("driver imported")
     watch = OrphanWatch(_supervisor_pid() or os.getppid())
     if watch.orphaned():
         # The attempt was stopped before we got here (its supervisor is gone):

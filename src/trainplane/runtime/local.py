@@ -25,6 +25,7 @@ from trainplane.runtime import process_groups
 from trainplane.runtime.collective import barrier as bookkeeping_barrier
 from trainplane.runtime.functions import run_rank
 from trainplane.runtime.preemption import EXIT_PREEMPTED, Preempted
+from trainplane.runtime.start_events import mark, mark_process_start
 from trainplane.runtime.threads import threads_for_rank, usable_cpus, use_threads
 
 
@@ -57,6 +58,7 @@ def run_local(spec: TrainSpec | FinetuneSpec) -> Any:
             os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
         process_groups.join(spec, device_type=device.type, rank=rank, world_size=world_size)
         created = True
+    mark("rank joined process group")
     try:
         result = run_rank(
             spec,
@@ -82,6 +84,8 @@ def run_local(spec: TrainSpec | FinetuneSpec) -> Any:
 
 
 def main(argv: list[str]) -> int:
+    mark_process_start("rank process started")
+    mark("rank process imported")
     try:
         spec = load_spec(_spec_document(argv))
         run_local(spec)

@@ -47,6 +47,9 @@ def worker_main(config: dict[str, Any]) -> None:
     import ray.train
 
     from trainplane.runtime.rendezvous import meet
+    from trainplane.runtime.start_events import mark
+
+    mark("worker running")
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
@@ -66,6 +69,7 @@ def worker_main(config: dict[str, Any]) -> None:
         **rank_process_env(config, context, meeting),
         tp_env.ERROR_FILE: error_file,
     }
+    mark("worker starting rank process")
     process = subprocess.Popen(
         [sys.executable, "-m", "trainplane.runtime.local"],
         env=env,
@@ -176,6 +180,9 @@ def run_with_ray_train(spec: TrainSpec | FinetuneSpec, *, on_gpu: bool, restarts
     # modules are the job's own code, depend on it).
     os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
     ray.init(logging_level=logging.WARNING)
+    from trainplane.runtime.start_events import mark
+
+    mark("driver joined Ray")
     ray_train_trainer(spec, on_gpu=on_gpu, restarts_left=restarts_left).fit()
 
 

@@ -28,6 +28,7 @@ from ray.train.v2.api.exceptions import PreemptionError, WorkerGroupError
 
 from trainplane.jobs.progress import RESTART_WORDS
 from trainplane.runtime.reporting import report_restart
+from trainplane.runtime.start_events import mark
 
 RestartKind = Literal["worker_group", "placement"]
 
@@ -44,7 +45,11 @@ class RestartBudget(ControllerCallback):
         self.restarts_left = restarts_left
         self.used = 0
 
+    def after_controller_start(self, train_run_context: Any) -> None:
+        mark("controller running")
+
     def after_controller_state_update(self, previous_state: Any, current_state: Any) -> None:
+        mark(f"controller {type(current_state).__name__}")
         kind = retry_kind(current_state)
         if kind is None:
             return
