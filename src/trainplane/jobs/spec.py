@@ -1,4 +1,4 @@
-"""The job spec of DESIGN.md as pydantic models.
+"""The job spec as pydantic models (docs/spec.md is generated from them).
 
 Validation is strict: unknown fields are rejected everywhere, and every rule that
 involves several fields raises an error that names the field to fix. The models

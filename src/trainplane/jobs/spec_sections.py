@@ -1,4 +1,4 @@
-"""The sections of a job spec shared by every kind (DESIGN.md's spec fields):
+"""The sections of a job spec shared by every kind (docs/spec.md lists their fields):
 where the code is, resources, strategy, checkpoints, retries, tracking.
 
 ``trainplane.jobs.spec`` assembles them into the spec of each kind and

@@ -1,4 +1,4 @@
-"""The spec of a sweep (``kind: sweep``, DESIGN.md "Sweeps"): a trial template
+"""The spec of a sweep (``kind: sweep``): a trial template
 (a train or finetune spec without name and project), the parameters to search
 by the paths ``--set`` takes, the objective, the search and the early stop.
 
