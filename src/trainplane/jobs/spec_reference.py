@@ -32,7 +32,20 @@ A job spec is a YAML (or JSON) document with a `kind`: `train` runs your code,
 `finetune` runs trainplane's own recipe on a Hugging Face causal LM, `sweep`
 runs trials of either. Unknown fields are errors. Each field is named by its
 dotted path, the one `trainplane submit --set PATH=VALUE` and a sweep's
-`parameters` take. `trainplane plan job.yaml` checks a spec without running it.
+`parameters` take. `trainplane plan job.yaml` checks a spec without running it,
+and `trainplane init train|finetune|sweep` writes a commented one to start from.
+
+```yaml
+kind: train
+name: mlp-ddp
+entrypoint: {function: "train:train_loop", args: {steps: 1000}}
+resources: {gpus: 8}
+strategy: {type: ddp}
+checkpoint: {every_steps: 200}
+```
+
+Fields not given take the default below; "section" rows are mappings whose
+fields follow them.
 """
 
 _BOUNDS = (
