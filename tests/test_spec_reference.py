@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
+import yaml
+
+from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec, parse_spec
 from trainplane.jobs.spec_reference import reference, rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,3 +58,9 @@ def test_the_module_prints_the_reference():
         check=True,
     )
     assert printed.stdout == reference()
+
+
+def test_the_example_at_the_top_is_a_valid_spec():
+    block = reference().split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = parse_spec(yaml.safe_load(block))
+    assert spec.kind == "train" and spec.resources.gpus == 8
