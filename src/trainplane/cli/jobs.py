@@ -170,8 +170,9 @@ def jobs_logs(
     ] = None,
     project: RefProject = None,
 ) -> None:
-    """Print a job's log. A job that has not started yet has none: that is
-    said on stderr, with the reason it waits, and the exit code is 1."""
+    """Print a job's log. A job that has not started yet has none: stdout
+    stays empty, stderr says why it waits, and the exit code is 0 (nothing
+    went wrong; --follow waits for the log)."""
     client = State.client()
     job_id = job_id_of(client, job, project)
     if follow:
@@ -185,12 +186,12 @@ def jobs_logs(
     if not text:
         current = call(client.get, f"/v1/jobs/{job_id}")
         if current["status"] == "QUEUED" or not current.get("attempts"):
-            raise fail(
+            say(
                 f"job {job_id} is {current['status']} and has not started, so it has no log "
-                f"yet: {current['reason']} (trainplane jobs logs {job_id} --follow waits for it)",
-                EXIT_FAILED,
+                f"yet: {current['reason']} (trainplane jobs logs {job_id} --follow waits for it)"
             )
-        say(f"job {job_id} ({current['status']}): its log is empty so far")
+        else:
+            say(f"job {job_id} ({current['status']}): its log is empty so far")
     typer.echo(text, nl=False)
 
 
