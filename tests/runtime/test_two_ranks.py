@@ -2,8 +2,9 @@
 FSDP2 materializes a model shard by shard (a rank building it on the meta
 device never holds all of it, and training matches DDP over full copies),
 the fine-tune recipe under FSDP2 loads the base on rank 0 alone and trains
-as DDP over full copies, and the runtime's bookkeeping collectives wait on
-their own group, past the training group's timeout."""
+as DDP over full copies, reports meet the other rank only now and then (the
+mean over the ranks of every step kept), and the runtime's bookkeeping
+collectives wait on their own group, past the training group's timeout."""
 
 from __future__ import annotations
 
@@ -70,3 +71,17 @@ def test_the_finetune_recipe_under_fsdp_trains_as_ddp_over_full_copies(two_ranks
 def test_bookkeeping_waits_for_rank_0_past_the_training_groups_timeout(two_ranks):
     expected = [None, "from 0", ["from 0", "from 1"]]
     assert two_ranks[0]["bookkeeping"] == two_ranks[1]["bookkeeping"] == expected
+
+
+def test_reports_meet_rarely_and_keep_each_steps_mean_over_the_ranks(two_ranks):
+    rank0, rank1 = (ranks["step_sync"] for ranks in two_ranks)
+    # Both ranks met at the same steps (the first two, to learn the pace, and
+    # the decision step), and learned rank 0's stop and clock there.
+    assert [m[0] for m in rank0] == [m[0] for m in rank1] == [1, 2, 7, "end"]
+    assert [m[2:] for m in rank1] == [[None, True], [None, True], ["pruned", True], [None, False]]
+    # Every step's tensor is the mean over the ranks; plain numbers stay the rank's own.
+    gathered = {step: values for m in rank1 for step, values in m[1]}
+    assert sorted(gathered) == list(range(1, 11))
+    for step, values in gathered.items():
+        assert values == {"own": 1.0, "loss": step + 0.5}, step
+    assert [step for step, _ in rank0[2][1]] == [3, 4, 5, 6, 7]  # pending until the decision

@@ -12,6 +12,8 @@ First it trains one model three ways:
 Then the fine-tune recipe builds and trains a LoRA model on a tiny Llama
 (``finetune``: see finetune_two_ranks.py).
 
+Then ten reports go through runtime.step_sync (``step_sync``).
+
 Then the training group's timeout is cut to a second, and rank 1 waits
 longer than that in each bookkeeping collective while rank 0 is busy:
 ``bookkeeping`` is what those returned (a timeout raises).
@@ -33,6 +35,7 @@ import torch.distributed as dist
 
 from trainplane.jobs.spec import Strategy
 from trainplane.runtime import collective, process_groups
+from trainplane.runtime.step_sync import StepSync
 from trainplane.runtime.strategies import StrategySettings, make_runner
 from trainplane.testing.memory_probe import (
     _peak_resident_bytes,
@@ -109,9 +112,28 @@ def main(out: Path) -> None:
     record["meta"], record["meta_prepare_peak"] = train("fsdp", build(0, on_meta=rank != 0), rank)
     record["ddp"], _ = train("ddp", build(0, on_meta=False), rank)
     record["finetune"] = finetune_two_ranks.run(out / "finetune", rank)
+    record["step_sync"] = meet_in_batches(rank)
     record["bookkeeping"] = wait_for_rank_0(rank)
     (out / f"rank-{rank}.json").write_text(json.dumps(record))
     process_groups.leave()
+
+
+def meet_in_batches(rank: int) -> list[object]:
+    """Ten reports through runtime.step_sync, the ranks meeting rarely (an hour
+    apart by pace, so only at the first steps and a decision step): each
+    meeting's step, the points it gathered, rank 0's stop and clock as
+    shared; then what the last gather (at the end of a run) hands over."""
+    sync = StepSync(world_size=2, device=torch.device("cpu"), decision_steps=[7], meet_seconds=3600)
+    seen: list[object] = []
+    for step in range(1, 11):
+        sync.add(step, {"own": float(rank)}, {"loss": torch.tensor(float(rank + step))}, {})
+        if sync.meets_at(step):
+            points = [(p.step, p.values) for p in sync.gather()]
+            stop = "pruned" if rank == 0 and step == 7 else None
+            meeting = sync.meet(step, stop=stop, time_due=rank == 0)
+            seen.append([step, points, meeting.stop, meeting.time_due])
+    seen.append(["end", [(p.step, p.values) for p in sync.gather()], None, False])
+    return seen
 
 
 def wait_for_rank_0(rank: int) -> list[object]:
