@@ -65,6 +65,13 @@ class Settings(BaseSettings):
         default=0.25, gt=0, description="How often an attempt on its way up is looked at."
     )
     scheduler_lease_seconds: float = Field(default=30.0, gt=0)
+    rank_pool_idle_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long a node's warm parent of rank processes (torch imported; one "
+        "per project and Python environment, no GPU, no Ray resources) waits for the next "
+        "rank before it exits; 0 turns the pool off (runtime.rank_pool).",
+    )
     scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")
     scheduler_threads: int = Field(default=8, ge=1, description="Concurrent cluster calls.")
     bundle_retention_days: float = Field(

@@ -23,8 +23,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +32,7 @@ from trainplane.jobs.spec import FinetuneSpec, TrainSpec, load_spec
 from trainplane.runtime import env as tp_env
 from trainplane.runtime.devices import visible_devices_env
 from trainplane.runtime.preemption import EXIT_PREEMPTED
-from trainplane.runtime.processes import die_with_parent, forward_output
+from trainplane.runtime.processes import forward_output
 from trainplane.runtime.secrets import SecretsUnavailable, secret_env
 from trainplane.runtime.train_storage import ray_train_storage
 
@@ -46,6 +44,7 @@ def worker_main(config: dict[str, Any]) -> None:
     """One Ray Train worker. Module-level so Ray can ship it by reference."""
     import ray.train
 
+    from trainplane.runtime.rank_pool import start_rank_process
     from trainplane.runtime.rendezvous import meet
     from trainplane.runtime.start_events import mark
 
@@ -70,13 +69,8 @@ def worker_main(config: dict[str, Any]) -> None:
         tp_env.ERROR_FILE: error_file,
     }
     mark("worker starting rank process")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trainplane.runtime.local"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent,
-    )
+    # Forked from a parent that has torch imported, when the pool is on (runtime.rank_pool).
+    process = start_rank_process(env, project=config["spec"].get("project", ""))
     forward_output(process, rank=rank)
     code = process.wait()
     cause, failed_at = _read_and_remove(error_file)  # removed whether the rank failed or not

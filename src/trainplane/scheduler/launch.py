@@ -13,6 +13,7 @@ from trainplane.jobs import retries
 from trainplane.jobs.entrypoints import entrypoint_of
 from trainplane.jobs.spec import FinetuneSpec, TrainSpec
 from trainplane.runtime import env as tp_env
+from trainplane.runtime.rank_pool import IDLE_ENV as RANK_POOL_IDLE_ENV
 from trainplane.runtime.start_timeout import FIXED_START_TIMEOUT, START_TIMEOUT_ENV
 from trainplane.services.file_access import FileAccess
 
@@ -51,6 +52,7 @@ def launch_request(
     project: str = "",
     start_timeout: float = FIXED_START_TIMEOUT,
     decision_steps: Sequence[int] = (),
+    rank_pool_idle_seconds: float = 0.0,
 ) -> LaunchRequest:
     """``start_timeout``: how long the attempt waits for its cluster to place
     its workers (runtime.start_timeout; the job's own entrypoint.env may set
@@ -59,7 +61,9 @@ def launch_request(
     asked again at every launch: a spec accepted before the rule, or a
     TRAINPLANE_SERVER_PATHS that shrank since, must not ship what the rule
     now refuses. ``project``: the job's, for the refusal's advice.
-    ``decision_steps``: a sweep's trial's (``jobs.sweep_search``)."""
+    ``decision_steps``: a sweep's trial's (``jobs.sweep_search``).
+    ``rank_pool_idle_seconds``: the server's rank_pool_idle_seconds (0: the
+    ranks are started without the pool, runtime.rank_pool)."""
     entrypoint = entrypoint_of(spec)  # None: the kind runs a recipe
     env_vars = {
         START_TIMEOUT_ENV: f"{start_timeout:g}",
@@ -79,6 +83,8 @@ def launch_request(
         "RAY_COLOR_PREFIX": "0",
         "RAY_DEDUP_LOGS": "0",
     }
+    if rank_pool_idle_seconds > 0:
+        env_vars[RANK_POOL_IDLE_ENV] = f"{rank_pool_idle_seconds:g}"
     if decision_steps:
         # A sweep's trial: its runtime reports these steps at once (runtime.reporting).
         env_vars[tp_env.DECISION_STEPS] = ",".join(str(step) for step in decision_steps)

@@ -157,6 +157,7 @@ class Scheduler:
                 token_key=self.token_key.get(session),
                 file_access=self.file_access,
                 bundles=self.bundles,
+                rank_pool_idle_seconds=settings.rank_pool_idle_seconds,
             )
         return works
 

@@ -36,6 +36,7 @@ class AdvanceContext:
     file_access: FileAccess  # what may be shipped from this machine (entrypoint.working_dir)
     preemption_grace_seconds: float = 120.0
     bundles: BundleFolders | None = None  # where jobs with entrypoint.code get their code
+    rank_pool_idle_seconds: float = 0.0  # 0: no warm parents of rank processes
 
 
 def advance(
@@ -94,6 +95,7 @@ def advance(
                 if code and context.bundles
                 else None,
                 decision_steps=work.decision_steps,
+                rank_pool_idle_seconds=context.rank_pool_idle_seconds,
             )
             new = ray.submit(
                 work.attempt_id,
