@@ -85,8 +85,8 @@ def test_a_bad_args_key_is_named_for_scripts_only():
     with pytest.raises(ValidationError) as caught:
         _entrypoint(command=["x"], args={"ok": 1, "two words": 1, "-dash": 2})
     described = spec_errors(caught.value)
-    assert "entrypoint.args.two words:" in described
-    assert "entrypoint.args.-dash:" in described
+    assert "`entrypoint.args.two words`:" in described
+    assert "`entrypoint.args.-dash`:" in described
     assert "entrypoint.args.ok" not in described
     # A function takes its args as keyword arguments: flag rules do not apply.
     assert _entrypoint(function="m:f", args={"two words": 1}).args == {"two words": 1}
@@ -97,7 +97,7 @@ def test_a_script_is_one_file_path(script):
     with pytest.raises(ValidationError) as caught:
         _entrypoint(script=script)
     described = spec_errors(caught.value)
-    assert described.startswith("entrypoint.script:")
+    assert described.startswith("`entrypoint.script`:")
     assert "put flags in entrypoint.args or use entrypoint.command" in described
 
 

@@ -262,7 +262,7 @@ def test_the_grid_is_every_combination_in_a_fixed_order():
         ({"trial": {**TRIAL, "kind": "sweep"}}, "trial.kind", "train or finetune"),
         ({"trial": {**TRIAL, "resources": {"gpus": -1}}}, "trial.resources.gpus", "greater than"),
         ({"name": "x" * 121}, "name", "at most 120 characters"),
-        ({"objective": {"metric": ""}}, "objective.metric", "at least 1"),
+        ({"objective": {"metric": ""}}, "objective.metric", "must not be empty"),
     ],
 )
 def test_each_rule_is_refused_naming_its_field(change, field, words):

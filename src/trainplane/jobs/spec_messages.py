@@ -154,10 +154,14 @@ def _sentence(error: Any, root: type[BaseModel] | None, parts: list[Any], path: 
     ctx = error.get("ctx") or {}
     field = f"`{path}`" if path else "the spec"
     handler = _BY_TYPE.get(kind)
-    if handler is not None:
+    # A sweep re-raises its trial's errors with their words only (no input,
+    # no context to build on): those words are the message, but for the
+    # errors that the field's path says all of.
+    reraised = set(ctx) == {"message"} and kind not in ("extra_forbidden", "missing")
+    if handler is not None and not reraised:
         return handler(_Fault(field, path, value, ctx, root, parts))
     message = str(error.get("msg", "")).removeprefix("Value error, ")
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+    if kind in _BOUNDS and _BOUNDS[kind][1] in ctx:
         return _bound(field, kind, value, ctx)
     if path and path not in message:
         return f"{field}: {message}"
@@ -345,13 +349,16 @@ def _unknown(f: _Fault) -> str:
     return f"{f.field} is an unknown field (not part of the spec)"
 
 
+_BOUNDS = {
+    "greater_than": ("greater than", "gt"),
+    "greater_than_equal": ("at least", "ge"),
+    "less_than": ("less than", "lt"),
+    "less_than_equal": ("at most", "le"),
+}
+
+
 def _bound(field: str, kind: str, value: Any, ctx: dict[str, Any]) -> str:
-    words, key = {
-        "greater_than": ("greater than", "gt"),
-        "greater_than_equal": ("at least", "ge"),
-        "less_than": ("less than", "lt"),
-        "less_than_equal": ("at most", "le"),
-    }[kind]
+    words, key = _BOUNDS[kind]
     return f"{field} must be {words} {show(ctx.get(key))}; got {given(value)}"
 
 
@@ -366,6 +373,9 @@ def _too_long(f: _Fault) -> str:
 
 
 def _empty_text(f: _Fault) -> str:
+    least = f.ctx.get("min_length", 1)
+    if least > 1:
+        return f"{f.field} takes at least {least} characters; got {len(str(f.value))}"
     return f"{f.field} must not be empty"
 
 
