@@ -353,7 +353,7 @@ def test_an_invalid_spec_pasted_in_the_submit_form_shows_the_field_and_creates_n
     page.click('[data-action="submit"]')
     error = page.locator('[data-errors] li[data-field="resources.gpus"]')
     error.wait_for()
-    assert "greater than or equal to 1" in error.inner_text()
+    assert "must be at least 1" in error.inner_text()
     assert "(line 7)" in error.inner_text()
     page.fill("textarea[name=spec]", "kind: train\nname: [unclosed\n")
     page.click('[data-action="plan"]')
