@@ -147,7 +147,11 @@ def main() -> None:
         with LocalRayHead(work / "ray", slots=2) as head:
             migrate.upgrade(db)
             register_local_cluster(db, head.address, slots=2)
-            env = {"TRAINPLANE_DATABASE_URL": db, "TRAINPLANE_HOME": str(work)}
+            env = {
+                "TRAINPLANE_DATABASE_URL": db,
+                "TRAINPLANE_HOME": str(work),
+                "TRAINPLANE_SERVER_PATHS": str(EXAMPLE),  # the example is shipped from here
+            }
             with (
                 ServerProcess(env, log_path=work / "server.log") as server,
                 httpx.Client(timeout=30) as http,
