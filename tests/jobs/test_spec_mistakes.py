@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from trainplane.jobs.spec import SpecError, load_spec, parse_spec
 from trainplane.jobs.spec_messages import describe
@@ -314,6 +314,16 @@ def test_at_least_thirty_mistakes_are_covered() -> None:
 def test_several_mistakes_are_each_told_once_in_the_order_of_the_spec() -> None:
     spec = t(strategy="ddp", resource={"gpus": 1}, precision="fp8")
     assert [path for path, _ in _described(spec)] == ["strategy", "precision", "resource"]
+
+
+def test_the_branches_of_a_union_are_one_error_of_their_field() -> None:
+    class Either(BaseModel):
+        limit: int | list[int]
+        flag: dict[str, int] | bool | None = None
+
+    with pytest.raises(ValidationError) as caught:
+        Either.model_validate({"limit": "many", "flag": "maybe"})
+    assert [m.path for m in describe(caught.value.errors())] == ["limit", "flag"]
 
 
 def test_a_sweeps_trial_is_looked_up_as_the_job_it_runs() -> None:

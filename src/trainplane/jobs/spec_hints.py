@@ -1,7 +1,8 @@
 """What the spec's error messages say beyond pydantic's facts: an example of
 each section, what a required field is, a name's rule in words (not its regex)
 with a fixed-up name to try, and "did you mean" for a field the spec does not
-have (the nearest paths by edit distance, and the names other tools use).
+have (the nearest paths by edit distance, and the names other tools use);
+and how a path and a value are spelled in a message.
 
 The wording lives here, apart from the models, so that the sentences of
 ``trainplane.jobs.spec_messages`` read the same for every field."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from trainplane.jobs.spec_tree import all_paths, model_at
@@ -183,3 +185,34 @@ def fields_here(root: type[BaseModel] | None, parent: list[str]) -> list[str]:
     """The field names a mapping at ``parent`` takes."""
     here = model_at(root, parent) if root is not None else None
     return list(here.model_fields) if here is not None else []
+
+
+def dotted(parts: list[Any]) -> str:
+    """``resources.gpus``; list indexes as ``entrypoint.command[1]``."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def show(value: Any) -> str:
+    """A value as a spec file would spell it, short."""
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | int | float | list | dict):
+        text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
+        text = text.removesuffix("\n...").removesuffix("...").strip()
+    else:
+        text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def given(value: Any) -> str:
+    """What was given, as the end of "..., not ..." / "got ..."."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if value is None:
+        return "an empty value"
+    return f"`{show(value)}`"

@@ -15,7 +15,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
@@ -25,8 +24,11 @@ from trainplane.jobs.spec_hints import (
     REQUIRED,
     close_to,
     did_you_mean,
+    dotted,
     fields_here,
+    given,
     name_rule,
+    show,
 )
 from trainplane.jobs.spec_tree import choices, container, core_type, field_at, model_at
 
@@ -35,6 +37,8 @@ ROOTS: dict[str, type[BaseModel]] = {
     "finetune": FinetuneSpec,
     "sweep": SweepSpec,
 }
+# The branch names pydantic gives a union's plain types.
+_TYPE_TAGS = frozenset({"int", "float", "str", "bool", "none", "list", "dict", "bytes"})
 _NUMBER_WORDS = (
     "zero",
     "one",
@@ -62,37 +66,6 @@ class SpecMessage:
     path: str
     message: str
     type: str
-
-
-def dotted(parts: list[Any]) -> str:
-    """``resources.gpus``; list indexes as ``entrypoint.command[1]``."""
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path
-
-
-def show(value: Any) -> str:
-    """A value as a spec file would spell it, short."""
-    if isinstance(value, str):
-        text = value
-    elif value is None or isinstance(value, bool | int | float | list | dict):
-        text = yaml.safe_dump(value, default_flow_style=True, width=1_000_000).strip()
-        text = text.removesuffix("\n...").removesuffix("...").strip()
-    else:
-        text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def given(value: Any) -> str:
-    """What was given, as the end of "..., not ..." / "got ..."."""
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    if value is None:
-        return "an empty value"
-    return f"`{show(value)}`"
 
 
 def describe(errors: list[Any], root: type[BaseModel] | None = None) -> list[SpecMessage]:
@@ -139,13 +112,19 @@ def _located(
     finetune spec: its fields are looked up in the one that has them."""
     if loc and loc[0] in SPEC_KINDS:
         root = ROOTS[loc.pop(0)]
-    shown = [p for p in loc if not (isinstance(p, str) and "[" in p)]
+    shown = [p for p in loc if not _branch(p)]
     parts = shown
     if root is SweepSpec and len(shown) > 1 and shown[0] == "trial":
         parts = shown[1:]
         parent = [str(p) for p in parts[:-1]]
         root = TrainSpec if model_at(TrainSpec, parent) is not None else FinetuneSpec
     return root, shown, parts, len(shown) != len(loc)
+
+
+def _branch(part: Any) -> bool:
+    """Whether a location part names a union's branch (``int``,
+    ``list[int]``, ``function-after[...]``), not a field."""
+    return isinstance(part, str) and ("[" in part or part in _TYPE_TAGS)
 
 
 def _sentence(error: Any, root: type[BaseModel] | None, parts: list[Any], path: str) -> str:
