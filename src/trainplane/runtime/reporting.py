@@ -157,9 +157,10 @@ class ProgressReporter:
         if self.thread is None or self.revoked:
             return
         self.wake.set()
-        deadline = time.monotonic() + timeout
-        while (self.queue or self.sending) and not self.revoked and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with self.answered:  # woken by each batch sent, not polled
+            self.answered.wait_for(
+                lambda: not (self.queue or self.sending) or self.revoked, timeout
+            )
 
     def close(self, timeout: float = 10.0) -> None:
         """Send what is queued, waiting at most ``timeout`` seconds."""
@@ -196,6 +197,8 @@ class ProgressReporter:
             self._post(client, body, batch)
         finally:
             self.sending = False  # only once a failed batch is back in the queue
+            with self.answered:
+                self.answered.notify_all()  # a flush waits for this
 
     def _post(self, client: httpx.Client, body: dict[str, Any], batch: list[MetricPoint]) -> None:
         assert self.endpoint is not None
