@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from trainplane.jobs.service_queues import ServiceRules
 
 # Values people paste from examples. A bootstrap token is an admin credential, so
 # refuse them rather than start a server anyone can guess their way into.
@@ -104,6 +107,23 @@ class Settings(BaseSettings):
         ge=0,
         description="An attempt running for less than this is never preempted (no thrashing).",
     )
+    service_levels_gpu_hours: list[float] = Field(
+        default=[1.0, 10.0],
+        description="Attained-service levels (GPU-hours held, all attempts): a queued job "
+        "that has had less GPU time goes first, as in Tiresias' least attained service.",
+    )
+    service_preemption_enabled: bool = Field(
+        default=True,
+        description="Let a queued job stop running jobs of a lower level (most attained "
+        "first) that save checkpoints, after preemption_min_runtime_seconds, to start.",
+    )
+    starvation_seconds: float = Field(
+        default=43_200.0,
+        gt=0,
+        description="A job queued longer than this (or starvation_factor x its run time "
+        "so far, if more) goes first and holds the reservation until it starts.",
+    )
+    starvation_factor: float = Field(default=1.0, ge=0)
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
@@ -208,6 +228,18 @@ class Settings(BaseSettings):
                     "(list absolute folders, separated by ':')"
                 )
         return value
+
+    def service_rules(self) -> ServiceRules:
+        """The attained-service order's settings, as the scheduler uses them."""
+        from trainplane.jobs.service_queues import ServiceRules
+
+        return ServiceRules(
+            thresholds_gpu_hours=tuple(sorted(self.service_levels_gpu_hours)),
+            starve_after_seconds=self.starvation_seconds,
+            starve_factor=self.starvation_factor,
+            min_run_seconds=self.preemption_min_runtime_seconds,
+            preempt=self.service_preemption_enabled,
+        )
 
     @property
     def server_path_roots(self) -> tuple[str, ...]:

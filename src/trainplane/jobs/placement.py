@@ -13,7 +13,7 @@ its GPUs free up, so the reserved job's clusters take no backfill at all.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from trainplane.jobs.quotas import QuotaLedger
@@ -127,16 +127,37 @@ class _Reservation:
 
 
 def plan(
-    queue: Iterable[Demand], clusters: Sequence[ClusterState], quotas: QuotaLedger | None = None
+    queue: Iterable[Demand],
+    clusters: Sequence[ClusterState],
+    quotas: QuotaLedger | None = None,
+    *,
+    pinned: Collection[str] | None = None,
 ) -> Plan:
     """Placements for ``queue`` (in queue order). A job its project's quota
-    holds back is passed over: it neither starts nor reserves GPUs."""
+    holds back is passed over: it neither starts nor reserves GPUs.
+
+    ``pinned``: when given, only these jobs (those promoted for waiting too
+    long) may hold a reservation whose start nobody can know; another job
+    that cannot start gets one only where its start is known from
+    ``max_runtime``s, and otherwise is passed over without holding back the
+    jobs behind it. None: the first job that cannot start reserves."""
     free = {c.id: c.free for c in clusters}
     ready = [c for c in clusters if c.ready]
     candidates_by_shape: dict[tuple[int, int | None, str | None], list[ClusterState]] = {}
     placements: list[tuple[str, str]] = []
     reservation: _Reservation | None = None
     most_free = max((free[c.id] for c in ready), default=0)
+    # Shapes refused a reservation since GPUs last changed hands: the answer
+    # would be the same, and a long queue must not cost a pass per job.
+    refused: set[tuple[int, int | None, str | None, float | None]] = set()
+
+    def reserve(demand: Demand, candidates: list[ClusterState]) -> _Reservation | None:
+        if demand.shape in refused and demand.job_id not in (pinned or ()):
+            return None
+        made = _reserve(demand, candidates, free, pinned)
+        if made is None:
+            refused.add(demand.shape)
+        return made
 
     for demand in queue:
         if quotas is not None and quotas.blocks(demand.project_id, demand.gpus):
@@ -147,13 +168,13 @@ def plan(
             candidates_by_shape[demand.shape] = candidates
         if most_free == 0:
             if reservation is None and candidates:
-                reservation = _reserve(demand, candidates, free)
+                reservation = reserve(demand, candidates)
             if reservation is not None:
                 break  # nothing can start anywhere; the rest only wait
             continue
         if not candidates or demand.gpus > most_free:
             if reservation is None and candidates:
-                reservation = _reserve(demand, candidates, free)
+                reservation = reserve(demand, candidates)
             continue
         fitting = [c for c in candidates if free[c.id] >= demand.gpus]
         # Best fit: the cluster left with the fewest free GPUs keeps big holes open.
@@ -165,10 +186,11 @@ def plan(
                 break
         if chosen is None:
             if reservation is None:
-                reservation = _reserve(demand, candidates, free)
+                reservation = reserve(demand, candidates)
             continue
         placements.append((demand.job_id, chosen.id))
         free[chosen.id] -= demand.gpus
+        refused.clear()
         if quotas is not None:
             quotas.take(demand.project_id, demand.gpus)
         if reservation is not None and chosen.id in reservation.windows:
@@ -184,7 +206,21 @@ def plan(
     )
 
 
-def _reserve(demand: Demand, candidates: list[ClusterState], free: dict[str, int]) -> _Reservation:
+def preemptors_first(queue: list[Demand], first: set[str]) -> list[Demand]:
+    """The GPUs a preemption frees go to the job it was for, whatever fair
+    share would say: otherwise another project's job could take them and the
+    preemptor would stop more jobs, or wait behind the very job it displaced."""
+    if not first:
+        return queue
+    return [d for d in queue if d.job_id in first] + [d for d in queue if d.job_id not in first]
+
+
+def _reserve(
+    demand: Demand,
+    candidates: list[ClusterState],
+    free: dict[str, int],
+    pinned: Collection[str] | None = None,
+) -> _Reservation | None:
     windows: dict[str, tuple[float, int]] = {}
     for cluster in candidates:
         available = free[cluster.id]
@@ -203,6 +239,9 @@ def _reserve(demand: Demand, candidates: list[ClusterState], free: dict[str, int
             # their GPUs come back, so nothing may backfill here.
             start, available = math.inf, demand.gpus
         windows[cluster.id] = (start, available - demand.gpus)
+    unknown = all(start == math.inf for start, _ in windows.values())
+    if pinned is not None and demand.job_id not in pinned and unknown:
+        return None  # it would hold back everyone behind it for an unknown time
     return _Reservation(job_id=demand.job_id, windows=windows)
 
 

@@ -8,11 +8,17 @@ the one where the fewest GPUs need to be freed wins, and there the youngest
 attempts go first (they lose the least work since their last checkpoint).
 Attempts already asked to stop for a job count toward that job: a pass never
 stops more than the job needs.
+
+Attained service (:mod:`trainplane.jobs.service_queues`) preempts the same
+way, checkpoint first, with other victims: a queued job may stop running jobs
+of a lower standing (less priority, or the same priority and more attained
+service), the most attained first, only jobs that checkpoint (the others
+would lose all their work) and only when that lets it start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainplane.jobs.placement import ClusterState, Demand, can_ever_hold
@@ -34,6 +40,8 @@ class RunningAttempt:
     priority: int
     running_seconds: float  # since the attempt started running
     preempted_by: str | None = None  # set once it was asked to stop for a job
+    attained_gpu_seconds: float = 0.0  # GPU-seconds held, all attempts
+    checkpoints: bool = False  # it saves checkpoints, so resuming loses little
 
 
 @dataclass(frozen=True)
@@ -52,12 +60,6 @@ def choose_preemptions(
     quotas: QuotaLedger | None = None,
 ) -> list[Preemption]:
     """``waiting``: the queued high-priority jobs, in queue order."""
-    free = {c.id: c.free for c in clusters if c.ready}
-    coming: dict[str, dict[str, int]] = {}  # preemptor -> cluster -> GPUs being freed
-    for attempt in running:
-        if attempt.preempted_by is not None:
-            by_cluster = coming.setdefault(attempt.preempted_by, {})
-            by_cluster[attempt.cluster_id] = by_cluster.get(attempt.cluster_id, 0) + attempt.gpus
     eligible = sorted(
         (
             a
@@ -68,12 +70,66 @@ def choose_preemptions(
         ),
         key=lambda a: (a.running_seconds, a.attempt_id),
     )
+    return _choose(waiting, clusters, running, lambda _: eligible, quotas)
+
+
+def choose_service_preemptions(
+    waiting: Sequence[Demand],
+    standing: Mapping[str, tuple[int, int, int]],
+    clusters: Sequence[ClusterState],
+    running: Sequence[RunningAttempt],
+    running_standing: Mapping[str, tuple[int, int, int]],
+    *,
+    min_runtime_seconds: float,
+    quotas: QuotaLedger | None = None,
+) -> list[Preemption]:
+    """``waiting``: queued jobs in queue order;
+    ``standing``/``running_standing``: by job id, as
+    :func:`trainplane.jobs.service_queues.standing` says."""
+    pool = sorted(
+        (
+            a
+            for a in running
+            if a.preempted_by is None and a.checkpoints and a.running_seconds >= min_runtime_seconds
+        ),
+        key=lambda a: (-a.attained_gpu_seconds, a.attempt_id),
+    )
+    if not pool:
+        return []
+    lowest = min(running_standing[a.job_id] for a in pool)
+    # Only jobs standing above some victim can preempt at all.
+    candidates = [d for d in waiting if standing[d.job_id] > lowest]
+    by_standing: dict[tuple[int, int, int], list[RunningAttempt]] = {}
+
+    def victims_for(demand: Demand) -> list[RunningAttempt]:
+        mine = standing[demand.job_id]
+        if mine not in by_standing:
+            by_standing[mine] = [a for a in pool if running_standing[a.job_id] < mine]
+        return by_standing[mine]
+
+    return _choose(candidates, clusters, running, victims_for, quotas)
+
+
+def _choose(
+    waiting: Sequence[Demand],
+    clusters: Sequence[ClusterState],
+    running: Sequence[RunningAttempt],
+    eligible_for: Callable[[Demand], list[RunningAttempt]],
+    quotas: QuotaLedger | None,
+) -> list[Preemption]:
+    free = {c.id: c.free for c in clusters if c.ready}
+    coming: dict[str, dict[str, int]] = {}  # preemptor -> cluster -> GPUs being freed
+    for attempt in running:
+        if attempt.preempted_by is not None:
+            by_cluster = coming.setdefault(attempt.preempted_by, {})
+            by_cluster[attempt.cluster_id] = by_cluster.get(attempt.cluster_id, 0) + attempt.gpus
     taken: set[str] = set()
     chosen: list[Preemption] = []
     for demand in waiting:
         if quotas is not None and quotas.blocks(demand.project_id, demand.gpus):
             continue  # it could not start even with the GPUs free
         candidates = [c for c in clusters if c.ready and can_ever_hold(c, demand)]
+        eligible = eligible_for(demand)
         best: tuple[int, str, ClusterState, list[RunningAttempt]] | None = None
         for cluster in candidates:
             have = free[cluster.id] + coming.get(demand.job_id, {}).get(cluster.id, 0)

@@ -91,9 +91,13 @@ class Scheduler:
         if time.monotonic() - self._last_bundle_sweep >= BUNDLE_SWEEP_SECONDS:
             self._last_bundle_sweep = time.monotonic()
             self.sweep_bundles()
-        grace = self.settings.preemption_grace_seconds if self.settings.preemption_enabled else None
+        settings = self.settings
+        preempting = settings.preemption_enabled or settings.service_preemption_enabled
+        grace = settings.preemption_grace_seconds if preempting else None
         with SCHEDULER_PASS_SECONDS.labels("placement").time(), self.sessions() as session:
-            result = place_queued_jobs(session, utcnow(), preemption_grace_seconds=grace)
+            result = place_queued_jobs(
+                session, utcnow(), preemption_grace_seconds=grace, rules=settings.service_rules()
+            )
         for wait in result.first_waits:
             QUEUE_WAIT_SECONDS.observe(wait)
         for job_id, attempt_id in result.placed:
@@ -110,9 +114,10 @@ class Scheduler:
 
     def preempt(self) -> None:
         """Ask low-priority attempts to make room for waiting high-priority
-        jobs, when the server allows preemption."""
+        jobs, and jobs of more attained service for those of less, when the
+        server allows preemption."""
         settings = self.settings
-        if not settings.preemption_enabled:
+        if not (settings.preemption_enabled or settings.service_preemption_enabled):
             return
         with self.sessions() as session:
             asked = preempt_for_waiting_jobs(
@@ -120,6 +125,8 @@ class Scheduler:
                 utcnow(),
                 grace_seconds=settings.preemption_grace_seconds,
                 min_runtime_seconds=settings.preemption_min_runtime_seconds,
+                priorities=settings.preemption_enabled,
+                rules=settings.service_rules(),
             )
         for item in asked:
             log.info(

@@ -8,6 +8,7 @@ outside any transaction (``trainplane.scheduler``).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -18,8 +19,9 @@ from trainplane.db.locks import placement_section, try_placement_lock
 from trainplane.db.models import Job, JobAttempt
 from trainplane.ids import new_id
 from trainplane.jobs.attempts import StopReason
-from trainplane.jobs.placement import ClusterState, Demand, plan
+from trainplane.jobs.placement import ClusterState, Demand, plan, preemptors_first
 from trainplane.jobs.quotas import QuotaLedger
+from trainplane.jobs.service_queues import QueuedJob, RankedQueue, ServiceRules, rank_queue
 from trainplane.jobs.states import AttemptStatus, JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.quotas import project_quotas, project_shares
@@ -78,11 +80,68 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
     ]
 
 
+def run_seconds(session: Session, job_ids: Collection[str], now: datetime) -> dict[str, float]:
+    """Seconds each job's attempts have run, all attempts together (a live
+    one until ``now``); jobs that never ran are left out."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(JobAttempt.job_id, JobAttempt.started_at, JobAttempt.finished_at).where(
+            JobAttempt.job_id.in_(list(job_ids)), JobAttempt.started_at.is_not(None)
+        )
+    )
+    ran: dict[str, float] = {}
+    for job_id, started, finished in rows:
+        seconds = max(0.0, ((finished or now) - started).total_seconds())
+        ran[job_id] = ran.get(job_id, 0.0) + seconds
+    return ran
+
+
+def ranked_queue(
+    session: Session,
+    now: datetime,
+    rules: ServiceRules,
+    *,
+    min_priority: int | None = None,
+    extra: Sequence[QueuedJob] = (),
+) -> RankedQueue:
+    """The queue in the order jobs are offered GPUs
+    (:func:`trainplane.jobs.service_queues.rank_queue`): attained service
+    and waits from the jobs' attempts, fair share from the projects' GPUs
+    in use. ``extra``: jobs not in the database to rank as if queued."""
+    demands = load_queue(session, min_priority=min_priority)
+    query = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
+    if min_priority is not None:
+        query = query.where(Job.priority >= min_priority)
+    facts = {r.id: (r.priority, r.created_at) for r in session.execute(query)}
+    ran = run_seconds(session, facts, now)
+    queued = [
+        QueuedJob(
+            demand=d,
+            priority=facts[d.job_id][0],
+            submitted=(facts[d.job_id][1] - now).total_seconds(),
+            attained_gpu_seconds=ran.get(d.job_id, 0.0) * d.gpus,
+            waited_seconds=max(
+                0.0, (now - facts[d.job_id][1]).total_seconds() - ran.get(d.job_id, 0.0)
+            ),
+        )
+        for d in demands
+        if d.job_id in facts
+    ]
+    shares = project_shares(session)
+    return rank_queue([*queued, *extra], rules, in_use=shares.in_use, weights=shares.weights)
+
+
 def place_queued_jobs(
-    session: Session, now: datetime, *, preemption_grace_seconds: float | None = None
+    session: Session,
+    now: datetime,
+    *,
+    preemption_grace_seconds: float | None = None,
+    rules: ServiceRules | None = None,
 ) -> PassResult:
     """``preemption_grace_seconds``: set when preemption is on, so that jobs
-    that preempted others are offered the freed GPUs first."""
+    that preempted others are offered the freed GPUs first. ``rules``: the
+    server's attained-service settings (their defaults when None)."""
     with placement_section(), session.begin():
         if not try_placement_lock(session):
             return PassResult(placed=[])  # another scheduler is placing
@@ -90,12 +149,14 @@ def place_queued_jobs(
         if not any(c.ready and c.free for c in clusters):
             # Nothing can start: the queue, however long, need not be read.
             return PassResult(placed=[])
-        queue = project_shares(session).order(load_queue(session))
+        ranked = ranked_queue(session, now, rules or ServiceRules())
+        queue = ranked.order
         if preemption_grace_seconds is not None:
             queue = preemptors_first(
                 queue, preemptors(session, now, grace_seconds=preemption_grace_seconds)
             )
-        decisions = plan(queue, clusters, QuotaLedger.of(project_quotas(session, now)))
+        quotas = QuotaLedger.of(project_quotas(session, now))
+        decisions = plan(queue, clusters, quotas, pinned=ranked.promoted)
         placed = _start_attempts(session, decisions.placements, clusters, now)
         waits = _first_waits(session, [job_id for job_id, _ in placed], now)
     return PassResult(placed=placed, first_waits=waits)
@@ -116,15 +177,6 @@ def preemptors(session: Session, now: datetime, *, grace_seconds: float) -> set[
             .distinct()
         )
     )
-
-
-def preemptors_first(queue: list[Demand], first: set[str]) -> list[Demand]:
-    """The GPUs a preemption frees go to the job it was for, whatever fair
-    share would say: otherwise another project's job could take them and the
-    preemptor would stop more jobs, or wait behind the very job it displaced."""
-    if not first:
-        return queue
-    return [d for d in queue if d.job_id in first] + [d for d in queue if d.job_id not in first]
 
 
 def _first_waits(session: Session, job_ids: list[str], now: datetime) -> list[float]:

@@ -16,21 +16,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Cluster, Job
+from trainplane.db.models import Cluster
 from trainplane.errors import InvalidInputError
 from trainplane.jobs import placement
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.memory import GB
 from trainplane.jobs.quotas import QuotaLedger
+from trainplane.jobs.service_queues import QueuedJob, ServiceRules
 from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
-from trainplane.services.clusters import awaiting_placement, cluster_states
+from trainplane.services.clusters import cluster_states
 from trainplane.services.estimates import StrategyPlan, plan_strategy
 from trainplane.services.file_access import FileAccess, check_spec_locations
 from trainplane.services.forecasts import (
@@ -43,9 +44,9 @@ from trainplane.services.forecasts import (
 from trainplane.services.job_inputs import InputCheck, check_job_inputs
 from trainplane.services.jobs import check_quota_can_hold, check_some_cluster_can_hold
 from trainplane.services.names import check_names
-from trainplane.services.placement import load_queue
+from trainplane.services.placement import ranked_queue
 from trainplane.services.projects import project_for
-from trainplane.services.quotas import project_quotas, project_shares
+from trainplane.services.quotas import project_quotas
 from trainplane.services.secrets import check_secret_refs
 from trainplane.services.storage_access import check_checkpoint_storage
 from trainplane.services.sweep_submit import trial_fields
@@ -148,18 +149,14 @@ def plan_job(
         duration = expected_duration(session, spec, project)
         prices = dict(session.execute(select(Cluster.id, Cluster.price_per_gpu_hour)).all())
         planned = replace(demand, project_id=project)
-        # Submitted now, it would queue behind every job of its priority or
-        # higher (a prefix of the queue), then fair share reorders projects.
-        queue = load_queue(session)
-        ahead = session.scalar(
-            select(func.count())
-            .select_from(Job)
-            .where(awaiting_placement(), Job.priority >= spec.priority_rank)
-        )
-        order = project_shares(session).order([*queue[:ahead], planned, *queue[ahead:]])
+        # Submitted now, it has had no service and has waited for nothing:
+        # ranked with the queue as the scheduler would rank it.
+        submitted = QueuedJob(planned, spec.priority_rank, submitted=0.0)
+        ranked = ranked_queue(session, now, ServiceRules(), extra=[submitted])
+        order = ranked.order
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1
-    decisions = placement.plan(order, clusters, quotas)
+    decisions = placement.plan(order, clusters, quotas, pinned=ranked.promoted)
     chosen = dict(decisions.placements).get(PLANNED)
     names = {c.id: c.name for c in clusters}
     if chosen is not None:

@@ -1,5 +1,7 @@
 """Preemption passes: a waiting high-priority job asks low-priority attempts
-to make room (``trainplane.jobs.preemption`` chooses which).
+to make room, and a queued job that has had less GPU time asks jobs that
+have had more (attained service), when they checkpoint
+(``trainplane.jobs.preemption`` chooses which).
 
 Asking is all a pass does, under the placement lock and in one transaction:
 each victim attempt gets ``stop_reason = preempted``, when it was asked and
@@ -15,7 +17,7 @@ the GPUs it freed cannot go to someone else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -27,14 +29,17 @@ from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.durations import format_duration
 from trainplane.jobs.preemption import (
     PREEMPTOR_PRIORITY,
+    Preemption,
     RunningAttempt,
     choose_preemptions,
+    choose_service_preemptions,
 )
 from trainplane.jobs.quotas import QuotaLedger
+from trainplane.jobs.service_queues import ServiceRules, standing
 from trainplane.jobs.spec import Priority
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
-from trainplane.services.placement import load_queue
+from trainplane.services.placement import load_queue, ranked_queue, run_seconds
 from trainplane.services.quotas import project_quotas
 from trainplane.services.status import SCHEDULER_ACTOR, record_note
 
@@ -56,23 +61,33 @@ def priority_name(value: int) -> str:
 
 
 def preempt_for_waiting_jobs(
-    session: Session, now: datetime, *, grace_seconds: float, min_runtime_seconds: float
+    session: Session,
+    now: datetime,
+    *,
+    grace_seconds: float,
+    min_runtime_seconds: float,
+    priorities: bool = True,
+    rules: ServiceRules | None = None,
 ) -> list[Asked]:
+    """``priorities``: high jobs may stop low ones; ``rules`` with
+    ``preempt``: jobs may stop jobs of more attained service that checkpoint."""
     with placement_section(), session.begin():
         if not try_placement_lock(session):
             return []
-        waiting = load_queue(session, min_priority=PREEMPTOR_PRIORITY)
-        if not waiting:
-            return []
+        choices: list[Preemption] = []
+        waiting = load_queue(session, min_priority=PREEMPTOR_PRIORITY) if priorities else []
         clusters = cluster_states(session, now)
         running = _running_attempts(session, now)
-        choices = choose_preemptions(
-            waiting,
-            clusters,
-            running,
-            min_runtime_seconds=min_runtime_seconds,
-            quotas=QuotaLedger.of(project_quotas(session, now)),
-        )
+        if waiting:
+            choices = choose_preemptions(
+                waiting,
+                clusters,
+                running,
+                min_runtime_seconds=min_runtime_seconds,
+                quotas=QuotaLedger.of(project_quotas(session, now)),
+            )
+        if rules is not None and rules.preempt:
+            choices += _service_choices(session, now, rules, clusters, running, choices)
         if not choices:
             return []
         names = {c.id: c.name for c in clusters}
@@ -126,9 +141,47 @@ def preempt_for_waiting_jobs(
         return asked
 
 
+def _service_choices(
+    session: Session,
+    now: datetime,
+    rules: ServiceRules,
+    clusters: list,
+    running: list[RunningAttempt],
+    already: list[Preemption],
+) -> list[Preemption]:
+    """Attained-service preemptions, after the priority ones (whose victims
+    count as stopping already)."""
+    stopping = {v.attempt_id: c.preemptor.job_id for c in already for v in c.victims}
+    running = [
+        replace(a, preempted_by=stopping[a.attempt_id]) if a.attempt_id in stopping else a
+        for a in running
+    ]
+    taken = {c.preemptor.job_id for c in already}
+    ranked = ranked_queue(session, now, rules)
+    waiting = [d for d in ranked.order if d.job_id not in taken]
+    if not waiting:
+        return []
+    return choose_service_preemptions(
+        waiting,
+        ranked.standing,
+        clusters,
+        running,
+        {a.job_id: standing(a.priority, a.attained_gpu_seconds, rules) for a in running},
+        min_runtime_seconds=rules.min_run_seconds,
+        quotas=QuotaLedger.of(project_quotas(session, now)),
+    )
+
+
+def _checkpoints(spec: dict) -> bool:
+    """Whether a job's spec saves checkpoints on a schedule, so that a
+    preemption loses little (the others would start over)."""
+    checkpoint = spec.get("checkpoint") or {}
+    return bool(checkpoint.get("every_steps") or checkpoint.get("every_minutes"))
+
+
 def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
-    """Live attempts of running jobs that a preemption could concern: the low
-    ones that may be stopped, and those already stopping for a job."""
+    """Live attempts of running jobs that a preemption could concern, with
+    the service each job has had."""
     rows = session.execute(
         select(
             JobAttempt.id,
@@ -139,15 +192,16 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
             JobAttempt.preempted_by,
             Job.gpus,
             Job.priority,
+            Job.spec,
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .where(
             JobAttempt.status == AttemptStatus.RUNNING.value,
             JobAttempt.cluster_id.is_not(None),
             Job.status == JobStatus.RUNNING.value,
-            (Job.priority <= Priority.low.value) | (JobAttempt.stop_reason == StopReason.PREEMPTED),
         )
-    )
+    ).all()
+    ran = run_seconds(session, {row.job_id for row in rows}, now)
     attempts = []
     for row in rows:
         if row.stop_reason is not None and row.stop_reason != StopReason.PREEMPTED:
@@ -162,6 +216,8 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
                 priority=row.priority,
                 running_seconds=max(0.0, (now - started).total_seconds()),
                 preempted_by=row.preempted_by,
+                attained_gpu_seconds=ran.get(row.job_id, 0.0) * row.gpus,
+                checkpoints=_checkpoints(row.spec or {}),
             )
         )
     return attempts

@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
-from trainplane.db.models import Job
+from trainplane.db.models import Job, JobAttempt
 from trainplane.jobs.placement import ClusterState, Demand, wait_reason
 from trainplane.jobs.quotas import ProjectQuota
+from trainplane.jobs.service_queues import ServiceRules
 from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
-from trainplane.services.placement import load_queue, queue_order
-from trainplane.services.quotas import project_quotas, project_shares
+from trainplane.services.placement import queue_order, ranked_queue
+from trainplane.services.quotas import project_quotas
 
 RANKED_QUEUE_LENGTH = 1000
 SNAPSHOT_SECONDS = 1.0
@@ -71,8 +72,9 @@ def take_snapshot(session: Session) -> QueueSnapshot:
     projects = session.scalars(
         select(Job.project_id).where(awaiting_placement()).distinct().limit(2)
     ).all()
-    if len(projects) > 1:
-        # Projects compete: the order is fair share's, which needs the whole queue.
+    if len(projects) > 1 or not _plain_order(session):
+        # Projects compete (the order is fair share's), or attained service
+        # or a long wait reorders jobs: the whole queue is ranked.
         return _fair_snapshot(session)
     head = session.execute(queued.order_by(*queue_order()).limit(RANKED_QUEUE_LENGTH)).all()
     return QueueSnapshot(
@@ -85,8 +87,25 @@ def take_snapshot(session: Session) -> QueueSnapshot:
     )
 
 
+def _plain_order(session: Session) -> bool:
+    """Whether the queue's order is plain priority then submit time: no
+    queued job has run yet (all have had no service) and none has waited
+    long enough to be promoted."""
+    rules = ServiceRules()
+    oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
+    if oldest is not None and (utcnow() - oldest).total_seconds() >= rules.starve_after_seconds:
+        return False
+    ran = session.scalar(
+        select(func.count())
+        .select_from(JobAttempt)
+        .join(Job, Job.id == JobAttempt.job_id)
+        .where(awaiting_placement(), JobAttempt.started_at.is_not(None))
+    )
+    return not ran
+
+
 def _fair_snapshot(session: Session) -> QueueSnapshot:
-    order = project_shares(session).order(load_queue(session))
+    order = ranked_queue(session, utcnow(), ServiceRules()).order
     return QueueSnapshot(
         positions={demand.job_id: index + 1 for index, demand in enumerate(order)},
         last=None,

@@ -1,0 +1,136 @@
+"""The queue order that needs no runtime estimates and starves no one (pure code).
+
+Nobody declares how long a job runs, but the service it has already had is
+known: the GPU-seconds it held, over all of its attempts. In the spirit of
+Tiresias' discretized two-dimensional least-attained-service, jobs sit in
+levels cut at a few thresholds of attained GPU-hours; a job that has had
+less service goes first, so short jobs finish early and a long job only
+yields to jobs that have had less than it. Job ``priority`` classes stay
+above the levels; within a level, fair share across projects
+(:func:`trainplane.jobs.fairshare.fair_order`) and then submit time decide.
+
+Least-attained-service alone can pass over a big or long job forever. A job
+that has waited (queued, all stretches together) longer than its bound,
+``max(starve_after, starve_factor x its run time so far)``, is promoted: it
+goes ahead of every level of its priority, in the order its waits crossed
+their bounds, and holds the placement reservation until it starts (see
+:func:`trainplane.jobs.placement.plan`'s ``pinned``). Since a later
+promotion crosses its bound later, the job holding the reservation keeps it
+until it starts: it is pinned, not handed each pass to whichever job heads
+the order.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from trainplane.jobs.fairshare import fair_order
+from trainplane.jobs.placement import Demand
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class ServiceRules:
+    """The scheduler's settings for this order (``trainplane.config`` has the
+    same defaults). Levels are cut at 1 and 10 GPU-hours: a tenth of the
+    first is a short debug run on one GPU; past ten, a job is a long or wide
+    training run that loses little relative time by yielding. The
+    starvation bound of 12 hours keeps every job's wait to half a day
+    plus the time to free its GPUs, whatever the mix."""
+
+    thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0)
+    starve_after_seconds: float = 12 * HOUR
+    starve_factor: float = 1.0
+    min_run_seconds: float = 600.0  # a running job is not preempted before this
+    preempt: bool = True  # higher levels preempt lower ones (jobs that checkpoint)
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A queued job as the order sees it; times in seconds on any one clock."""
+
+    demand: Demand
+    priority: int
+    submitted: float
+    attained_gpu_seconds: float = 0.0  # GPU-seconds held, all attempts
+    waited_seconds: float = 0.0  # queued so far, all stretches
+
+
+# A job's standing: (priority, promoted, -level). A queued job may preempt a
+# running one only if its standing is higher.
+Standing = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class RankedQueue:
+    order: list[Demand]
+    promoted: frozenset[str]  # jobs past their starvation bound
+    standing: dict[str, Standing]  # by job id
+    next_promotion_in: float | None  # seconds until the next job is promoted
+
+
+def service_level(attained_gpu_seconds: float, rules: ServiceRules) -> int:
+    """0 for the least attained service; one more past each threshold."""
+    return bisect.bisect_right(rules.thresholds_gpu_hours, attained_gpu_seconds / HOUR)
+
+
+def standing(priority: int, attained_gpu_seconds: float, rules: ServiceRules) -> Standing:
+    """A running job's standing (it is never promoted: it runs)."""
+    return (priority, 0, -service_level(attained_gpu_seconds, rules))
+
+
+def starvation_bound(job: QueuedJob, rules: ServiceRules) -> float:
+    """How long the job may wait before it is promoted."""
+    ran = job.attained_gpu_seconds / max(job.demand.gpus, 1)
+    return max(rules.starve_after_seconds, rules.starve_factor * ran)
+
+
+def rank_queue(
+    jobs: Sequence[QueuedJob],
+    rules: ServiceRules,
+    *,
+    in_use: Mapping[str, int],
+    weights: Mapping[str, float],
+) -> RankedQueue:
+    """The order jobs are offered GPUs in, and who is promoted."""
+    promoted: list[tuple[float, float, str, Demand]] = []
+    levels: dict[int, list[QueuedJob]] = {}
+    standings: dict[str, Standing] = {}
+    next_in: float | None = None
+    for job in jobs:
+        bound = starvation_bound(job, rules)
+        job_id = job.demand.job_id
+        if job.waited_seconds >= bound:
+            # Overdue by more = crossed its bound earlier: that order is stable.
+            overdue = job.waited_seconds - bound
+            promoted.append((-overdue, job.submitted, job_id, job.demand))
+            standings[job_id] = (job.priority, 1, 0)
+            continue
+        left = bound - job.waited_seconds
+        next_in = left if next_in is None else min(next_in, left)
+        level = service_level(job.attained_gpu_seconds, rules)
+        levels.setdefault(level, []).append(job)
+        standings[job_id] = (job.priority, 0, -level)
+    promoted.sort()
+    order = [p[3] for p in promoted]
+    used = dict(in_use)
+    for demand in order:
+        if demand.project_id is not None:
+            used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
+    for level in sorted(levels):
+        # Within a project, priority then submit time (as everywhere in the
+        # scheduler); across projects, fair share.
+        members = sorted(levels[level], key=lambda j: (-j.priority, j.submitted, j.demand.job_id))
+        for demand in fair_order([j.demand for j in members], used, weights):
+            order.append(demand)
+            if demand.project_id is not None:
+                used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
+    return RankedQueue(
+        order=order,
+        promoted=frozenset(p[2] for p in promoted),
+        standing=standings,
+        next_promotion_in=next_in,
+    )

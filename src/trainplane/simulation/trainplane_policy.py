@@ -1,0 +1,146 @@
+"""The ``trainplane`` policy in the replay engine: the real scheduler's rules,
+called as the real scheduler calls them, with its default settings.
+
+Each pass: the queue ranked by attained service with starvation promotion
+(:func:`trainplane.jobs.service_queues.rank_queue`, each trace project at
+weight 1), attained-service preemption
+(:func:`trainplane.jobs.preemption.choose_service_preemptions`; every trace
+job checkpoints), the preemptors offered the GPUs they freed first
+(:func:`trainplane.jobs.placement.preemptors_first` as the placement service
+does), then gang placement with backfill and the reservation pinned to
+promoted jobs (:func:`trainplane.jobs.placement.plan`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from trainplane.jobs.placement import ClusterState, Demand, Release, plan, preemptors_first
+from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
+from trainplane.jobs.service_queues import (
+    HOUR,
+    QueuedJob,
+    ServiceRules,
+    rank_queue,
+    service_level,
+    standing,
+)
+from trainplane.simulation.engine import Decision, SimJob, View
+
+PRIORITY = 50  # every trace job has the default priority
+
+
+def _demand(sim: SimJob) -> Demand:
+    runtime = sim.declared_runtime
+    return Demand(
+        job_id=sim.id,
+        gpus=sim.gpus,
+        max_runtime_seconds=math.ceil(runtime) if runtime is not None else None,
+        project_id=sim.job.project,
+    )
+
+
+class TrainplanePolicy:
+    name = "trainplane"
+
+    def __init__(self, rules: ServiceRules | None = None) -> None:
+        self.rules = rules or ServiceRules()
+
+    def decide(self, view: View) -> Decision:
+        rules, now = self.rules, view.now
+        in_use: dict[str, int] = defaultdict(int)
+        for sim in view.running:
+            in_use[sim.job.project] += sim.gpus
+        queued = [
+            QueuedJob(
+                demand=_demand(sim),
+                priority=PRIORITY,
+                submitted=sim.job.submit,
+                attained_gpu_seconds=sim.attained_gpu_seconds,
+                waited_seconds=sim.waited + (now - sim.queued_since),
+            )
+            for sim in view.queued
+        ]
+        ranked = rank_queue(queued, rules, in_use=in_use, weights={})
+        running = {
+            sim.id: RunningAttempt(
+                attempt_id=sim.id,
+                job_id=sim.id,
+                cluster_id="sim",
+                gpus=sim.gpus,
+                priority=PRIORITY,
+                running_seconds=now - (sim.run_started if sim.run_started is not None else now),
+                attained_gpu_seconds=sim.attained_gpu_seconds,
+                checkpoints=True,
+            )
+            for sim in view.running
+        }
+        cluster = _cluster(view, [])
+        victims: set[str] = set()
+        first: set[str] = set()
+        if rules.preempt:
+            ranks = {
+                a.job_id: standing(PRIORITY, a.attained_gpu_seconds, rules)
+                for a in running.values()
+            }
+            for choice in choose_service_preemptions(
+                ranked.order,
+                ranked.standing,
+                [cluster],
+                list(running.values()),
+                ranks,
+                min_runtime_seconds=rules.min_run_seconds,
+            ):
+                victims.update(v.job_id for v in choice.victims)
+                first.add(choice.preemptor.job_id)
+        staying = [sim for sim in view.running if sim.id not in victims]
+        cluster = _cluster(view, staying)
+        order = preemptors_first(ranked.order, first)
+        placed = plan(order, [cluster], pinned=ranked.promoted).placements
+        started = {job_id for job_id, _ in placed}
+        wake = None
+        if len(started) < len(view.queued):
+            wake = _next_change(view, staying, ranked.next_promotion_in, rules)
+        return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
+
+
+def _cluster(view: View, running: list[SimJob]) -> ClusterState:
+    releases = []
+    for sim in running:
+        started = sim.run_started if sim.run_started is not None else view.now
+        after = (
+            max(0.0, started + sim.run_overhead + sim.declared_runtime - view.now)
+            if sim.declared_runtime is not None
+            else None
+        )
+        releases.append(Release(gpus=sim.gpus, after_seconds=after))
+    return ClusterState(
+        id="sim",
+        name="sim",
+        accelerator="H100",
+        gpus=view.gpus,
+        gpus_per_node=view.gpus_per_node,
+        in_use=sum(sim.gpus for sim in running),
+        releases=releases,
+    )
+
+
+def _next_change(
+    view: View, running: list[SimJob], promotion_in: float | None, rules: ServiceRules
+) -> float | None:
+    """When the ranking can next change with no arrival or finish: a queued
+    job is promoted, a running job passes the minimum run or a threshold."""
+    now = view.now
+    times = [now + promotion_in] if promotion_in is not None else []
+    if rules.preempt:
+        for sim in running:
+            started = sim.run_started if sim.run_started is not None else now
+            if now - started < rules.min_run_seconds:
+                times.append(started + rules.min_run_seconds)
+            level = service_level(sim.attained_gpu_seconds, rules)
+            if level < len(rules.thresholds_gpu_hours):
+                to_go = rules.thresholds_gpu_hours[level] * HOUR - sim.attained_gpu_seconds
+                times.append(now + to_go / sim.gpus)
+    later = [t for t in times if t > now]
+    return min(later) if later else None

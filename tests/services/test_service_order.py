@@ -1,0 +1,156 @@
+"""The attained-service order on a real database: levels from the jobs'
+attempts, starvation promotion with a reservation pinned to the promoted job,
+and attained-service preemption (most attained first, never before the
+minimum run, never a job without checkpoints)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from tests.factories import insert_jobs, make_attempt, make_cluster, make_project, small_spec
+from trainplane.db.base import utcnow
+from trainplane.db.models import Job, JobAttempt
+from trainplane.jobs.service_queues import ServiceRules
+from trainplane.jobs.states import JobStatus
+from trainplane.services.placement import place_queued_jobs
+from trainplane.services.preemption import preempt_for_waiting_jobs
+from trainplane.services.queue import queue_views
+
+RULES = ServiceRules(min_run_seconds=600.0)
+CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
+
+
+def _job(session, name, gpus, *, project, ago=timedelta(0), status=JobStatus.QUEUED, **spec):
+    (job_id,) = insert_jobs(
+        session,
+        1,
+        spec=small_spec(name, gpus=gpus, **spec),
+        project_id=project.id,
+        created_at=utcnow() - ago,
+        status=status,
+    )
+    return job_id
+
+
+def _ran(session, job_id, *, hours, cluster=None, number=1, live=False):
+    """An attempt of the job that started ``hours`` ago (ended now unless live)."""
+    attempt = make_attempt(
+        session, job_id, number=number, status="RUNNING" if live else "STOPPED", cluster_id=cluster
+    )
+    now = utcnow()
+    with session.begin():
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.id == attempt.id)
+            .values(started_at=now - timedelta(hours=hours), finished_at=None if live else now)
+        )
+    return attempt.id
+
+
+def _placed(session, now=None):
+    result = place_queued_jobs(session, now or utcnow(), rules=RULES)
+    return {job_id for job_id, _ in result.placed}
+
+
+def test_less_attained_service_goes_first_and_a_job_past_a_threshold_is_demoted(session):
+    make_cluster(session, "local", gpus=1)
+    a = make_project(session, "a")
+    # Requeued after 2 GPU-hours: past the first threshold (1 GPU-hour).
+    older = _job(session, "older", 1, project=a, ago=timedelta(hours=3))
+    _ran(session, older, hours=2)
+    newer = _job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
+    positions = _positions(session, [older, newer])
+    assert (positions[newer], positions[older]) == (1, 2)
+    assert _placed(session) == {newer}
+
+
+def test_a_job_below_the_threshold_keeps_its_place_by_submit_time(session):
+    make_cluster(session, "local", gpus=1)
+    a = make_project(session, "a")
+    older = _job(session, "older", 1, project=a, ago=timedelta(hours=3))
+    _ran(session, older, hours=0.5)  # half a GPU-hour: still the first level
+    _job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
+    assert _placed(session) == {older}
+
+
+def _blocked_gang(session, *, waited):
+    """A 4-GPU cluster, 2 GPUs held by a job with no max_runtime; project a's
+    4-GPU job has waited ``waited``; project b (no GPUs in use, so first by
+    fair share) has a 4-GPU job and a 2-GPU job that would fit now."""
+    cluster = make_cluster(session, "local", gpus=4)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    running = _job(session, "running", 2, project=a, status=JobStatus.RUNNING)
+    _ran(session, running, hours=1, cluster=cluster.id, live=True)
+    gang = _job(session, "gang", 4, project=a, ago=waited)
+    rival = _job(session, "rival", 4, project=b, ago=timedelta(minutes=2))
+    small = _job(session, "small", 2, project=b, ago=timedelta(minutes=1))
+    return running, gang, rival, small
+
+
+def test_aging_promotes_a_waiting_job_whose_reservation_then_holds_backfill(session):
+    _, gang, rival, small = _blocked_gang(session, waited=timedelta(hours=13))
+    assert _positions(session, [gang, rival, small])[gang] == 1  # ahead of fair share's choice
+    # Nobody knows when the running job ends, so nothing may backfill the GPUs
+    # the promoted gang will need, pass after pass.
+    assert _placed(session) == set()
+    assert _placed(session, utcnow() + timedelta(minutes=5)) == set()
+
+
+def test_before_its_bound_a_blocked_job_holds_back_nobody(session):
+    *_, small = _blocked_gang(session, waited=timedelta(hours=1))
+    # No promoted job and no known end: the blocked gangs reserve nothing.
+    assert _placed(session) == {small}
+
+
+def test_the_pinned_reservation_survives_a_pass_where_another_job_heads_the_order(session):
+    running, gang, rival, _ = _blocked_gang(session, waited=timedelta(hours=13))
+    later = utcnow() + timedelta(minutes=10)
+    # A newcomer of a project with nothing in use heads fair share's order.
+    c = make_project(session, "c")
+    newcomer = _job(session, "newcomer", 4, project=c)
+    assert _placed(session, later) == set()
+    with session.begin():  # the running job ends: its GPUs go to the pinned gang
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.job_id == running)
+            .values(status="SUCCEEDED", finished_at=utcnow())
+        )
+    assert _placed(session, later) == {gang}
+    assert {rival, newcomer}.isdisjoint(_placed(session, later))
+
+
+def test_attained_service_preempts_the_most_attained_after_its_minimum_run_with_checkpoints(
+    session,
+):
+    cluster = make_cluster(session, "local", gpus=3)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    running = {}
+    for name, hours, spec in (
+        ("veteran", 5 / 60, CHECKPOINTS),  # 20 GPU-hours before, but only 5 min in this run
+        ("middle", 3.0, CHECKPOINTS),
+        ("nockpt", 4.0, {}),  # most attained that may run, but it saves no checkpoints
+    ):
+        job_id = _job(session, name, 1, project=a, status=JobStatus.RUNNING, **spec)
+        if name == "veteran":
+            _ran(session, job_id, hours=20)
+        _ran(session, job_id, hours=hours, cluster=cluster.id, live=True, number=2)
+        running[name] = job_id
+    waiting = [_job(session, f"w{i}", 1, project=b, ago=timedelta(minutes=2 - i)) for i in (0, 1)]
+    asked = preempt_for_waiting_jobs(
+        session,
+        utcnow(),
+        grace_seconds=60.0,
+        min_runtime_seconds=600.0,
+        priorities=False,
+        rules=RULES,
+    )
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(waiting[0], running["middle"])]
+
+
+def _positions(session, job_ids):
+    """Each job's queue position, as users see it."""
+    with session.begin():
+        jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
+        return {job_id: view.position for job_id, view in queue_views(session, jobs).items()}
