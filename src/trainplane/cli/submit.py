@@ -189,7 +189,11 @@ def submit(
     ] = False,
     wait: Annotated[
         bool,
-        typer.Option(help="Wait for the job to end; exit 0 only if it SUCCEEDED (and passed)."),
+        typer.Option(
+            "--wait",
+            "-w",
+            help="Wait for the job to end; exit 0 only if it SUCCEEDED (and passed).",
+        ),
     ] = False,
     follow: Annotated[
         bool, typer.Option(help="Print the job's logs until it ends (implies --wait).")
