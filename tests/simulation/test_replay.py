@@ -18,7 +18,7 @@ def job(name: str, submit: float, duration: float, gpus: int, project: str = "p"
 
 
 def starts(runs) -> dict[str, float]:
-    return {run.job.id: run.start for run in runs}
+    return {run.job.id: run.first_start for run in runs}
 
 
 # 7 of 8 GPUs busy until 100; a gang of 8 waits for them; a small short job

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,6 +86,9 @@ class View:
     free: int  # GPUs not held by running jobs
     queued: Sequence[SimJob]  # in submit order
     running: Sequence[SimJob]
+    # Added beyond the contract's fields: the replay's preemption cost model.
+    checkpoint_seconds: float = 1800.0
+    restart_overhead_seconds: float = 60.0
 
 
 @dataclass
@@ -116,13 +119,20 @@ class _Cluster:
         self.checkpoint = checkpoint_seconds
         self.overhead = restart_overhead_seconds
         self.queued: list[SimJob] = []  # in submit order
+        self.queued_by_id: dict[str, SimJob] = {}
         self.running: dict[str, SimJob] = {}
         self.finishing: list[tuple[float, int, str]] = []  # (end, run epoch, job id)
         self.wakes: list[float] = []
         self.wake_set: set[float] = set()
         self.finished: list[SimJob] = []
 
+    def enqueue(self, sim: SimJob) -> None:
+        insort(self.queued, sim, key=_order)
+        self.queued_by_id[sim.id] = sim
+
     def start(self, sim: SimJob, now: float) -> None:
+        del self.queued_by_id[sim.id]
+        del self.queued[bisect_left(self.queued, _order(sim), key=_order)]
         sim.waited += now - sim.queued_since
         sim.run_started = now
         if sim.first_start is None:
@@ -163,7 +173,7 @@ class _Cluster:
         sim.lost_gpu_seconds += (ran - kept) * sim.gpus
         sim.preemptions += 1
         sim.queued_since = now
-        insort(self.queued, sim, key=_order)
+        self.enqueue(sim)
 
     def wake(self, at: float) -> None:
         if at not in self.wake_set:
@@ -177,8 +187,9 @@ class _Cluster:
             self.wakes[0] if self.wakes else math.inf,
         )
 
-    def settle(self, now: float) -> None:
-        """Finishes due by ``now``; wakes due by then are consumed."""
+    def settle(self, now: float) -> bool:
+        """Finishes due by ``now``; wakes due by then are consumed (whether any was)."""
+        woken = False
         while self.finishing and self.finishing[0][0] <= now:
             _, epoch, job_id = heapq.heappop(self.finishing)
             sim = self.running.get(job_id)
@@ -186,6 +197,8 @@ class _Cluster:
                 self.finish(sim, now)
         while self.wakes and self.wakes[0] <= now:
             self.wake_set.discard(heapq.heappop(self.wakes))
+            woken = True
+        return woken
 
 
 def simulate(
@@ -223,15 +236,16 @@ def simulate(
             raise RuntimeError(
                 f"{policy.name}: {len(cluster.queued)} jobs queued and nothing will ever run"
             )
-        cluster.settle(now)
+        woken = cluster.settle(now)
         while upcoming is not None and upcoming.job.submit <= now:
-            cluster.queued.append(upcoming)
+            cluster.enqueue(upcoming)
             upcoming = next(arrivals, None)
-        if not cluster.queued:
-            continue
+        if not cluster.queued and not woken:
+            continue  # nothing to start; only a pass asked for may preempt
         for sim in cluster.running.values():
-            held = now - (sim.run_started or now)
-            sim.attained_gpu_seconds = sim.attained_at_run_start + held * sim.gpus
+            if sim.run_started is not None:
+                held = now - sim.run_started
+                sim.attained_gpu_seconds = sim.attained_at_run_start + held * sim.gpus
         view = View(
             now=now,
             gpus=gpus,
@@ -239,6 +253,8 @@ def simulate(
             free=cluster.free,
             queued=cluster.queued,
             running=list(cluster.running.values()),
+            checkpoint_seconds=cluster.checkpoint,
+            restart_overhead_seconds=cluster.overhead,
         )
         decision = policy.decide(view)
         _apply(cluster, decision, now, policy.name)
@@ -255,12 +271,11 @@ def _apply(cluster: _Cluster, decision: Decision, now: float, name: str) -> None
         cluster.preempt(sim, now)
     if not decision.start:
         return
-    chosen = set(decision.start)
-    starting = [sim for sim in cluster.queued if sim.id in chosen]
-    if len(starting) != len(chosen) or len(chosen) != len(decision.start):
+    starting = [cluster.queued_by_id.get(job_id) for job_id in decision.start]
+    if None in starting or len(set(decision.start)) != len(starting):
         raise ValueError(f"{name} started jobs that are not queued (or twice): {decision.start}")
-    if sum(sim.gpus for sim in starting) > cluster.free:
+    if sum(sim.gpus for sim in starting if sim is not None) > cluster.free:
         raise ValueError(f"{name} started more GPUs than are free at {now}")
-    cluster.queued = [sim for sim in cluster.queued if sim.id not in chosen]
     for sim in starting:
+        assert sim is not None
         cluster.start(sim, now)
