@@ -30,11 +30,11 @@ def field_errors(errors: list[dict[str, Any]] | None) -> list[tuple[str, str]]:
 
 
 def field_lines(detail: str, described: list[tuple[str, str]]) -> list[str]:
-    """Lines naming each field, for a message that starts with ``detail``."""
-    # The detail already names the first field; list them when there are more.
-    if len(described) > 1 or (described and described[0][0] not in detail):
-        return [f"  {field}: {message}" for field, message in described]
-    return []
+    """Lines naming each field, for a message that starts with ``detail``:
+    those the detail does not already say, so that each is told once."""
+    if len(described) == 1 and described[0][0] in detail:
+        return []  # the detail names the one field
+    return [f"  {field}: {message}" for field, message in described if message not in detail]
 
 
 @dataclass(frozen=True)
