@@ -140,8 +140,10 @@ def test_load_benchmark_runs_every_operation_without_errors() -> None:
 
 
 def test_sweep_savings_runs_both_searches_and_ends_with_json() -> None:
-    run = run_benchmark("sweep_savings.py", "--trials", "4", "--steps", "20", "--json")
-    result = json.loads(run.stdout.splitlines()[-1])
+    run = run_benchmark(
+        "sweep_savings.py", "--trials", "4", "--steps", "20", "--seeds", "0", "--json"
+    )
+    result = json.loads(run.stdout.splitlines()[-1])["seeds"]["0"]
     assert result["full"]["steps"] == 4 * 20 and result["full"]["pruned"] == 0
     # Trial 2 onwards meets trial 1 at step 10; with a third kept, some stop there.
     assert result["asha"]["pruned"] >= 1 and result["asha"]["steps"] < 4 * 20
