@@ -1,8 +1,8 @@
 """A warm parent for rank processes: torch and trainplane's runtime already
 imported, so a rank starts in milliseconds instead of paying their import.
 
-One parent per node, per project and per Python environment (the interpreter,
-its ``sys.path`` and trainplane's own files) listens on a Unix socket in a
+One parent per Ray node, per project and per Python environment (the
+interpreter and trainplane's own files) listens on a Unix socket in a
 folder only its user can open. A Ray Train worker (runtime.ray_train) asks it
 for a rank process with the rank's whole environment and working directory,
 and hands it the pipe the rank's output goes to. The parent forks a *minder*
@@ -16,8 +16,9 @@ The parent never runs training, opens no CUDA context and holds no job's
 state: every rank is a fresh fork of the state it had right after its imports.
 It holds no Ray resources and no GPU; the ranks it forks run under their Ray
 Train worker's. It exits after ``idle`` seconds without a request. The first
-worker that finds no parent starts one, and starts its own rank the usual way
-meanwhile. ``TRAINPLANE_RANK_POOL_IDLE_SECONDS`` (set by the scheduler from
+worker that finds no parent starts one, through a detached keeper actor on its
+node (no CPU, no GPU; it ends with its parent), and starts its own rank the
+usual way meanwhile. ``TRAINPLANE_RANK_POOL_IDLE_SECONDS`` (set by the scheduler from
 its ``rank_pool_idle_seconds``; 0 turns the pool off) is how long it waits.
 
     python -m trainplane.runtime.rank_pool <socket path> <idle seconds>
@@ -57,11 +58,20 @@ def socket_path(project: str) -> Path:
 
     package = Path(trainplane.__file__).parent
     newest = max(path.stat().st_mtime_ns for path in package.glob("runtime/*.py"))
-    key = json.dumps([project, sys.executable, sys.prefix, trainplane.__version__, newest])
+    key = json.dumps(
+        [project, sys.executable, sys.prefix, trainplane.__version__, newest, _ray_node()]
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     folder = Path(tempfile.gettempdir()) / f"trainplane-rank-pool-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     return folder / f"{digest}.sock"
+
+
+def _ray_node() -> str:
+    """This Ray node's id: two clusters on one machine keep their pools apart."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
 
 
 class PooledRank:
@@ -128,20 +138,61 @@ def start_rank_process(
     )
 
 
-def _start_parent(path: Path, idle: float) -> None:
+def _start_parent(path: Path, idle: float) -> subprocess.Popen[bytes] | None:
+    """Inside Ray, a detached keeper actor on this node starts the parent:
+    Ray kills whatever a job's worker leaves behind, wherever it went, and the
+    parent must outlive the job. Outside Ray, a process of its own."""
+    import ray
+
+    if not ray.is_initialized():
+        return _spawn_parent(path, idle, new_session=True)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    keeper = ray.remote(ParentKeeper).options(
+        name=f"trainplane-rank-pool-{path.stem}",
+        namespace="trainplane",
+        lifetime="detached",
+        get_if_exists=True,
+        num_cpus=0,  # it only waits: the ranks run on their workers' resources
+        max_restarts=0,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False
+        ),
+    )
+    keeper.remote(str(path), idle)
+    return None
+
+
+def _spawn_parent(path: Path, idle: float, *, new_session: bool) -> subprocess.Popen[bytes]:
     # Nothing of the job that starts it: not its folder, nor its environment
     # (a PYTHONPATH naming its code would reach every later job's ranks).
     env = {key: os.environ[key] for key in _PARENT_ENV if key in os.environ}
-    subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "trainplane.runtime.rank_pool", str(path), f"{idle:g}"],
         cwd=tempfile.gettempdir(),
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # outlives the worker, and no stop of the job reaches it
+        start_new_session=new_session,
         close_fds=True,
     )
+
+
+class ParentKeeper:
+    """A detached Ray actor holding one parent (no CPU, no GPU), gone with it."""
+
+    def __init__(self, path: str, idle: float) -> None:
+        import threading
+
+        self._parent = _spawn_parent(Path(path), idle, new_session=False)
+        threading.Thread(target=self._end_with_parent, daemon=True).start()
+
+    def _end_with_parent(self) -> None:
+        import ray
+
+        self._parent.wait()
+        ray.kill(ray.get_runtime_context().current_actor)
 
 
 # --- the parent ----------------------------------------------------------------------
@@ -158,9 +209,8 @@ def serve(path: Path, idle: float) -> None:
     import trainplane.runtime.local  # noqa: F401  the point of the pool
 
     try:
-        os.link(staging, path)
-    except OSError:
-        return  # another parent serves this pool
+        if not _claim(staging, path):
+            return  # another parent serves this pool
     finally:
         staging.unlink(missing_ok=True)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # minders are reaped by the kernel
@@ -180,6 +230,24 @@ def serve(path: Path, idle: float) -> None:
         if path.exists() and path.stat().st_ino == os.fstat(listener.fileno()).st_ino:
             path.unlink(missing_ok=True)
         listener.close()
+
+
+def _claim(staging: Path, path: Path) -> bool:
+    """Link our socket in as ``path``; a name left by a parent that died is taken over."""
+    for _ in range(2):
+        try:
+            os.link(staging, path)
+            return True
+        except FileExistsError:
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(path))
+                return False  # alive
+            except OSError:
+                path.unlink(missing_ok=True)
+            finally:
+                probe.close()
+    return False
 
 
 def _mind(connection: socket.socket) -> int:
