@@ -69,11 +69,11 @@ class Settings(BaseSettings):
     )
     scheduler_lease_seconds: float = Field(default=30.0, gt=0)
     rank_pool_idle_seconds: float = Field(
-        default=300.0,
+        default=0.0,
         ge=0,
         description="How long a node's warm parent of rank processes (torch imported; one "
         "per project and Python environment, no GPU, no Ray resources) waits for the next "
-        "rank before it exits; 0 turns the pool off (runtime.rank_pool).",
+        "rank before it exits; 0 (the default) turns the pool off (runtime.rank_pool).",
     )
     scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")
     scheduler_threads: int = Field(default=8, ge=1, description="Concurrent cluster calls.")
@@ -123,7 +123,7 @@ class Settings(BaseSettings):
         description="A job queued longer than this (or starvation_factor x its run time "
         "so far, if more) goes first and holds the reservation until it starts.",
     )
-    starvation_factor: float = Field(default=1.0, ge=0)
+    starvation_factor: float = Field(default=0.0, ge=0)
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )

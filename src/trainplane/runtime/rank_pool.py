@@ -19,7 +19,9 @@ Train worker's. It exits after ``idle`` seconds without a request. The first
 worker that finds no parent starts one, through a detached keeper actor on its
 node (no CPU, no GPU; it ends with its parent), and starts its own rank the
 usual way meanwhile. ``TRAINPLANE_RANK_POOL_IDLE_SECONDS`` (set by the scheduler from
-its ``rank_pool_idle_seconds``; 0 turns the pool off) is how long it waits.
+its ``rank_pool_idle_seconds``; 0, the default, turns the pool off) is how
+long it waits. A forked rank's command line and ``/proc/<pid>/environ`` are its
+parent's: tools that find a job's ranks by them do not see pooled ranks.
 
     python -m trainplane.runtime.rank_pool <socket path> <idle seconds>
 """
