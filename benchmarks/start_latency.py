@@ -21,6 +21,7 @@ several):
   workers running   every Ray Train worker runs its function (group placed)
   ranks started     every rank process was created
   ranks imported    every rank process has imported torch and trainplane
+                    (forked from the warm parent of runtime.rank_pool: at once)
   ranks joined      every rank joined the job's process group
   first step        the first step finished (the metrics file's first line)
 
@@ -30,7 +31,7 @@ launches interleaved. Medians are printed; ``--json`` adds, as the last
 stdout line, ``{"stages": {name: seconds}, "bare_first_step_s": x,
 "service_first_step_s": y, "ratio": y / x}``.
 
-    .venv/bin/python benchmarks/start_latency.py [--samples 5] [--json]
+    .venv/bin/python benchmarks/start_latency.py [--samples 5] [--json] [--rank-pool-idle 0]
 """
 
 from __future__ import annotations
@@ -148,6 +149,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="a JSON summary as the last line")
+    parser.add_argument(
+        "--rank-pool-idle",
+        type=float,
+        default=300.0,
+        help="the server's rank_pool_idle_seconds (0: rank processes started without the pool)",
+    )
     options = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="tp-lat-", dir="/tmp"))
@@ -163,6 +170,7 @@ def main() -> None:
                 "TRAINPLANE_DATABASE_URL": db,
                 "TRAINPLANE_HOME": str(work),
                 "TRAINPLANE_SERVER_PATHS": str(EXAMPLE),  # the example is shipped from here
+                "TRAINPLANE_RANK_POOL_IDLE_SECONDS": f"{options.rank_pool_idle:g}",
             }
             ray = JobSubmissionClient(head.address)
             with (
@@ -178,7 +186,8 @@ def main() -> None:
 
     stages = {stage: statistics.median(s[stage] for s in samples) for stage in STAGES}
     bare_first = statistics.median(bare)
-    print(f"{options.samples} samples, medians, seconds since submit (2 CPU workers, Ray Train):")
+    pool = f"rank pool {'off' if not options.rank_pool_idle else 'on'}"
+    print(f"{options.samples} samples, medians, seconds since submit (2 CPU workers, {pool}):")
     print(f"{'stage':18}{'at':>8}{'took':>8}")
     previous = 0.0
     for stage, at in stages.items():
