@@ -21,7 +21,7 @@ Two ways to run it:
   sweep's own trial spec run by a real ``TrainContext`` and stopped, when
   pruned, by the "stop" answer the service gives. GPU-seconds are each
   trial's CPU time on one thread, less the time spent judging it, times its
-  GPUs: the same count for both searches. About 20 s of CPU per seed.
+  GPUs: the same count for both searches. About 12 s of CPU per seed.
 - ``--service``: both sweeps submitted as ``kind: sweep`` to a real
   ``trainplane up`` (its own home, port and local Ray, ``--parallel`` CPU
   slots), trials as jobs, pruning through the progress channel. GPU-seconds
@@ -29,7 +29,7 @@ Two ways to run it:
   stop included); beside them the training seconds (first to last reported
   step). A trial here trains for a few seconds inside several seconds of
   worker start and stop, which ASHA cannot save, so the GPU-seconds ratio is
-  worse than in-process. About 5 to 6 minutes per seed on 2 cores.
+  worse than in-process. Several minutes per seed on 2 cores.
 
 Targets (issue 27): ASHA's best objective within 5% of the full search's,
 with at most 50% of its GPU-seconds.

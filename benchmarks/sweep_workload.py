@@ -12,7 +12,8 @@ the trial's parameters.
 
 The training: AdamW, a linear warmup then a cosine decay over the whole run
 (``steps``: the schedule is set by the planned horizon, so a trial judged
-early runs at the rate it will keep for most of its run). ``loss`` is reported
+early runs at its peak rate, and the decay to come is the same for every
+trial). ``loss`` is reported
 at every step and ``val_loss`` (the held-out cross-entropy) every
 ``eval_every`` steps and at the last.
 """
