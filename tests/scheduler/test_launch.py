@@ -216,3 +216,26 @@ def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(t
     outcome = _launch_nowhere(tmp_path, spec=spec, spec_error=spec_error)
     assert isinstance(outcome, Rejected)
     assert "resources: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message
+
+
+def test_the_rank_pool_reaches_the_runtime_only_when_the_server_turns_it_on():
+    from trainplane.config import Settings
+    from trainplane.runtime.rank_pool import IDLE_ENV, idle_seconds
+
+    spec = _spec()
+    common = dict(
+        job_id="job-1",
+        attempt_id="attempt-1",
+        restarts_used=0,
+        spec=spec,
+        accelerator="cpu",
+        control_plane_url=None,
+        attempt_token="t" * 64,
+        checkpoint_dir="/ckpt",
+        model_dir="/model",
+    )
+    assert Settings().rank_pool_idle_seconds == 0  # off unless the operator asks
+    off = launch_request(**common).runtime_env["env_vars"]
+    assert IDLE_ENV not in off and idle_seconds(off) == 0
+    on = launch_request(**common, rank_pool_idle_seconds=300).runtime_env["env_vars"]
+    assert on[IDLE_ENV] == "300" and idle_seconds(on) == 300
