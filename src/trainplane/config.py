@@ -118,7 +118,7 @@ class Settings(BaseSettings):
         "first) that save checkpoints, after preemption_min_runtime_seconds, to start.",
     )
     starvation_seconds: float = Field(
-        default=43_200.0,
+        default=172_800.0,
         gt=0,
         description="A job queued longer than this (or starvation_factor x its run time "
         "so far, if more) goes first and holds the reservation until it starts.",

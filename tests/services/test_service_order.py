@@ -18,7 +18,7 @@ from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
 from trainplane.services.queue import queue_views
 
-RULES = ServiceRules(min_run_seconds=600.0)
+RULES = ServiceRules()
 CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
 
 
@@ -90,7 +90,7 @@ def _blocked_gang(session, *, waited):
 
 
 def test_aging_promotes_a_waiting_job_whose_reservation_then_holds_backfill(session):
-    _, gang, rival, small = _blocked_gang(session, waited=timedelta(hours=13))
+    _, gang, rival, small = _blocked_gang(session, waited=timedelta(hours=49))
     assert _positions(session, [gang, rival, small])[gang] == 1  # ahead of fair share's choice
     # Nobody knows when the running job ends, so nothing may backfill the GPUs
     # the promoted gang will need, pass after pass.
@@ -105,7 +105,7 @@ def test_before_its_bound_a_blocked_job_holds_back_nobody(session):
 
 
 def test_the_pinned_reservation_survives_a_pass_where_another_job_heads_the_order(session):
-    running, gang, rival, _ = _blocked_gang(session, waited=timedelta(hours=13))
+    running, gang, rival, _ = _blocked_gang(session, waited=timedelta(hours=49))
     later = utcnow() + timedelta(minutes=10)
     # A newcomer of a project with nothing in use heads fair share's order.
     c = make_project(session, "c")

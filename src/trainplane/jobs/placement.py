@@ -167,6 +167,8 @@ def plan(
             candidates = [c for c in ready if can_ever_hold(c, demand)]
             candidates_by_shape[demand.shape] = candidates
         if most_free == 0:
+            if pinned is not None and reservation is None and refused:
+                break  # nothing can start, and who reserves changes nothing now
             if reservation is None and candidates:
                 reservation = reserve(demand, candidates)
             if reservation is not None:

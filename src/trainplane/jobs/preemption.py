@@ -42,6 +42,7 @@ class RunningAttempt:
     preempted_by: str | None = None  # set once it was asked to stop for a job
     attained_gpu_seconds: float = 0.0  # GPU-seconds held, all attempts
     checkpoints: bool = False  # it saves checkpoints, so resuming loses little
+    waited_seconds: float = 0.0  # queued so far, all stretches
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def choose_service_preemptions(
             by_standing[mine] = [a for a in pool if running_standing[a.job_id] < mine]
         return by_standing[mine]
 
-    return _choose(candidates, clusters, running, victims_for, quotas)
+    return _choose(candidates, clusters, running, victims_for, quotas, len(pool))
 
 
 def _choose(
@@ -116,6 +117,7 @@ def _choose(
     running: Sequence[RunningAttempt],
     eligible_for: Callable[[Demand], list[RunningAttempt]],
     quotas: QuotaLedger | None,
+    pool_size: int | None = None,
 ) -> list[Preemption]:
     free = {c.id: c.free for c in clusters if c.ready}
     coming: dict[str, dict[str, int]] = {}  # preemptor -> cluster -> GPUs being freed
@@ -126,6 +128,8 @@ def _choose(
     taken: set[str] = set()
     chosen: list[Preemption] = []
     for demand in waiting:
+        if pool_size is not None and len(taken) >= pool_size and not any(free.values()):
+            break  # every possible victim is taken and nothing is free
         if quotas is not None and quotas.blocks(demand.project_id, demand.gpus):
             continue  # it could not start even with the GPUs free
         candidates = [c for c in clusters if c.ready and can_ever_hold(c, demand)]

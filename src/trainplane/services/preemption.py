@@ -35,7 +35,7 @@ from trainplane.jobs.preemption import (
     choose_service_preemptions,
 )
 from trainplane.jobs.quotas import QuotaLedger
-from trainplane.jobs.service_queues import ServiceRules, standing
+from trainplane.jobs.service_queues import ServiceRules, standing, starved
 from trainplane.jobs.spec import Priority
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
@@ -166,7 +166,15 @@ def _service_choices(
         ranked.standing,
         clusters,
         running,
-        {a.job_id: standing(a.priority, a.attained_gpu_seconds, rules) for a in running},
+        {
+            a.job_id: standing(
+                a.priority,
+                a.attained_gpu_seconds,
+                rules,
+                starved=starved(a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules),
+            )
+            for a in running
+        },
         min_runtime_seconds=rules.min_run_seconds,
         quotas=QuotaLedger.of(project_quotas(session, now)),
     )
@@ -193,6 +201,7 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
             Job.gpus,
             Job.priority,
             Job.spec,
+            Job.created_at,
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .where(
@@ -217,6 +226,9 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
                 running_seconds=max(0.0, (now - started).total_seconds()),
                 preempted_by=row.preempted_by,
                 attained_gpu_seconds=ran.get(row.job_id, 0.0) * row.gpus,
+                waited_seconds=max(
+                    0.0, (now - row.created_at).total_seconds() - ran.get(row.job_id, 0.0)
+                ),
                 checkpoints=_checkpoints(row.spec or {}),
             )
         )

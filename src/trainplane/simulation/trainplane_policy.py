@@ -25,6 +25,7 @@ from trainplane.jobs.service_queues import (
     rank_queue,
     service_level,
     standing,
+    starved,
 )
 from trainplane.simulation.engine import Decision, SimJob, View
 
@@ -46,15 +47,24 @@ class TrainplanePolicy:
 
     def __init__(self, rules: ServiceRules | None = None) -> None:
         self.rules = rules or ServiceRules()
+        self._demands: dict[str, Demand] = {}
+
+    def _demand(self, sim: SimJob) -> Demand:
+        demand = self._demands.get(sim.id)
+        if demand is None:
+            demand = self._demands[sim.id] = _demand(sim)
+        return demand
 
     def decide(self, view: View) -> Decision:
         rules, now = self.rules, view.now
+        if view.free == 0 and not self._may_preempt(view):
+            return Decision(wake_at=_next_change(view, list(view.running), None, rules))
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
         queued = [
             QueuedJob(
-                demand=_demand(sim),
+                demand=self._demand(sim),
                 priority=PRIORITY,
                 submitted=sim.job.submit,
                 attained_gpu_seconds=sim.attained_gpu_seconds,
@@ -81,8 +91,13 @@ class TrainplanePolicy:
         first: set[str] = set()
         if rules.preempt:
             ranks = {
-                a.job_id: standing(PRIORITY, a.attained_gpu_seconds, rules)
-                for a in running.values()
+                sim.id: standing(
+                    PRIORITY,
+                    sim.attained_gpu_seconds,
+                    rules,
+                    starved=starved(sim.gpus, sim.attained_gpu_seconds, sim.waited, rules),
+                )
+                for sim in view.running
             }
             for choice in choose_service_preemptions(
                 ranked.order,
@@ -103,6 +118,27 @@ class TrainplanePolicy:
         if len(started) < len(view.queued):
             wake = _next_change(view, staying, ranked.next_promotion_in, rules)
         return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
+
+    def _may_preempt(self, view: View) -> bool:
+        """Whether any queued job could stop any running one now (checked
+        without ranking the queue, which is most of a pass's cost)."""
+        rules, now = self.rules, view.now
+        if not rules.preempt:
+            return False
+        ripe = [
+            sim
+            for sim in view.running
+            if now - (sim.run_started if sim.run_started is not None else now)
+            >= rules.min_run_seconds
+        ]
+        if not ripe:
+            return False
+        if all(starved(s.gpus, s.attained_gpu_seconds, s.waited, rules) for s in ripe):
+            return False  # jobs promoted once are not preempted again
+        top = max(service_level(sim.attained_gpu_seconds, rules) for sim in ripe)
+        return top > 0 or any(
+            sim.waited + now - sim.queued_since >= rules.starve_after_seconds for sim in view.queued
+        )
 
 
 def _cluster(view: View, running: list[SimJob]) -> ClusterState:

@@ -1,0 +1,126 @@
+"""The attained-service order, its starvation promotion, the pinned
+reservation and attained-service preemption (pure code, no database)."""
+
+from __future__ import annotations
+
+from trainplane.jobs.placement import ClusterState, Demand, Release, plan
+from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
+from trainplane.jobs.service_queues import (
+    HOUR,
+    QueuedJob,
+    ServiceRules,
+    rank_queue,
+    service_level,
+    standing,
+)
+
+RULES = ServiceRules()
+
+
+def _queued(job_id, *, gpus=1, project="a", submitted=0.0, attained=0.0, waited=0.0, priority=50):
+    return QueuedJob(
+        Demand(job_id, gpus, project_id=project), priority, submitted, attained, waited
+    )
+
+
+def _order(jobs, in_use=None):
+    return [d.job_id for d in rank_queue(jobs, RULES, in_use=in_use or {}, weights={}).order]
+
+
+def test_levels_cut_at_the_thresholds():
+    assert [service_level(h * HOUR, RULES) for h in (0, 0.99, 1, 9.9, 10, 500)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+    ]
+
+
+def test_less_service_first_then_fair_share_then_submit_time():
+    jobs = [
+        _queued("veteran", submitted=0, attained=2 * HOUR),  # past 1 GPU-hour: level 1
+        _queued("a-old", submitted=1),
+        _queued("a-new", submitted=2),
+        _queued("b", project="b", submitted=3),
+    ]
+    # Project a holds 4 GPUs, b none: b's job comes first within level 0.
+    assert _order(jobs, {"a": 4}) == ["b", "a-old", "a-new", "veteran"]
+
+
+def test_a_job_past_its_bound_is_promoted_the_longest_overdue_first():
+    bound = RULES.starve_after_seconds
+    jobs = [
+        _queued("fresh", submitted=5),
+        _queued("late", submitted=2, attained=50 * HOUR, waited=bound + 10),
+        _queued("later", submitted=1, attained=50 * HOUR, waited=bound + 5),
+    ]
+    ranked = rank_queue(jobs, RULES, in_use={}, weights={})
+    assert [d.job_id for d in ranked.order] == ["late", "later", "fresh"]
+    assert ranked.promoted == {"late", "later"}
+    assert ranked.next_promotion_in == bound
+
+
+def _cluster(free, releases):
+    return ClusterState("c", "c", "cpu", 8, 8, in_use=8 - free, releases=releases)
+
+
+def test_only_a_pinned_job_holds_a_reservation_nobody_can_date():
+    queue = [Demand("gang", 8), Demand("small", 2)]
+    unknown = _cluster(4, [Release(4, None)])
+    assert plan(queue, [unknown], pinned=()).placements == [("small", "c")]
+    pinned = plan(queue, [unknown], pinned={"gang"})
+    assert (pinned.placements, pinned.reserved_job) == ([], "gang")
+    # With known ends, EASY backfill works for everyone as before.
+    dated = plan(
+        [Demand("gang", 8), Demand("small", 2, max_runtime_seconds=60)],
+        [_cluster(4, [Release(4, 600.0)])],
+        pinned=(),
+    )
+    assert (dated.placements, dated.reserved_job) == ([("small", "c")], "gang")
+
+
+def _running(job_id, *, gpus=2, hours=2.0, attained_hours=None, checkpoints=True):
+    return RunningAttempt(
+        attempt_id=job_id,
+        job_id=job_id,
+        cluster_id="c",
+        gpus=gpus,
+        priority=50,
+        running_seconds=hours * HOUR,
+        attained_gpu_seconds=(attained_hours or hours * gpus) * HOUR,
+        checkpoints=checkpoints,
+    )
+
+
+def _preempt(waiting, running, starved=()):
+    ranks = {
+        a.job_id: standing(50, a.attained_gpu_seconds, RULES, starved=a.job_id in starved)
+        for a in running
+    }
+    new = {d.job_id: (50, 0, 0) for d in waiting}
+    choices = choose_service_preemptions(
+        waiting,
+        new,
+        [_cluster(0, [])],
+        running,
+        ranks,
+        min_runtime_seconds=RULES.min_run_seconds,
+    )
+    return [(c.preemptor.job_id, [v.job_id for v in c.victims]) for c in choices]
+
+
+def test_service_preemption_stops_the_most_attained_that_may_stop():
+    running = [
+        _running("young", hours=0.1, attained_hours=90),  # before its minimum run
+        _running("no-checkpoints", hours=30, checkpoints=False),
+        _running("most", hours=20),
+        _running("less", hours=3),
+        _running("first-level", gpus=2, hours=0.4),  # 0.8 GPU-hours: same level as the newcomer
+    ]
+    assert _preempt([Demand("new", 2)], running) == [("new", ["most"])]
+    # Only when that lets it start: 6 GPUs cannot be freed from "most" and "less".
+    assert _preempt([Demand("wide", 6)], running) == []
+    # A job promoted for starving is not stopped again.
+    assert _preempt([Demand("new", 2)], running, starved={"most"}) == [("new", ["less"])]
