@@ -30,6 +30,8 @@ def test_name_and_prefix_stand_for_the_id_on_every_job_route(settings):
         for route in ("events", "metrics", "checkpoints", "logs"):
             answer = api.get(f"/v1/jobs/{prefix}/{route}")
             assert answer.status_code == 200, (route, answer.text)
+        compared = api.get("/v1/jobs/compare", params={"ids": f"{prefix},{latest['id']}"})
+        assert [j["id"] for j in compared.json()["jobs"]] == [first["id"], latest["id"]]
         ambiguous = api.get("/v1/jobs/mlp-ddp")
         assert ambiguous.status_code == 409
         assert "alpha" in ambiguous.json()["detail"] and "beta" in ambiguous.json()["detail"]
