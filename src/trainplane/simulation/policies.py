@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -98,6 +99,10 @@ class Easy:
         return Decision(start=started)
 
 
+def _submitted(sim: SimJob) -> tuple[float, str]:
+    return sim.job.submit, sim.job.id
+
+
 # Tiresias' queue thresholds, in attained GPU-hours, and its starvation knob.
 LAS_THRESHOLDS_GPU_HOURS = (1.0, 10.0)
 STARVE = 2.0
@@ -124,17 +129,19 @@ class Las:
     def decide(self, view: View) -> Decision:
         now = view.now
         wake = math.inf
+        # Each queue's jobs in submit order: the queued ones already are.
+        queued: list[list[SimJob]] = [[] for _ in range(len(self.thresholds_gpu_hours) + 1)]
+        running: list[list[SimJob]] = [[] for _ in queued]
         for sim in view.queued:
-            if sim.preemptions == 0:
-                continue  # never ran: its service is what it attained
-            due = sim.queued_since + self.starve * sim.attained_gpu_seconds / sim.gpus
-            if due <= now:
-                self._base[sim.id] = sim.attained_gpu_seconds  # promoted to the top queue
-            else:
-                wake = min(wake, due)
+            if sim.preemptions:  # one that never ran has only its own service to go by
+                due = sim.queued_since + self.starve * sim.attained_gpu_seconds / sim.gpus
+                if due <= now:
+                    self._base[sim.id] = sim.attained_gpu_seconds  # promoted to the top queue
+                else:
+                    wake = min(wake, due)
+            queued[self._level(sim)].append(sim)
         capacity = view.gpus
         keep: set[str] = set()
-        contenders = list(view.queued)
         for sim in view.running:
             lease = max(self.lease_seconds, view.checkpoint_seconds + sim.run_overhead)
             started = sim.run_started if sim.run_started is not None else now
@@ -144,14 +151,14 @@ class Las:
                 capacity -= sim.gpus
                 wake = min(wake, leased_until)
             else:
-                contenders.append(sim)
-        candidates = sorted(contenders, key=lambda sim: (self._level(sim), sim.job.submit, sim.id))
-        for sim in candidates:
-            if capacity == 0:
-                break
-            if sim.gpus <= capacity:
-                keep.add(sim.id)
-                capacity -= sim.gpus
+                running[self._level(sim)].append(sim)
+        for waiting, held in zip(queued, running, strict=True):
+            for sim in heapq.merge(waiting, sorted(held, key=_submitted), key=_submitted):
+                if capacity == 0:
+                    break
+                if sim.gpus <= capacity:
+                    keep.add(sim.id)
+                    capacity -= sim.gpus
         preempt = [sim.id for sim in view.running if sim.id not in keep]
         start = [sim.id for sim in view.queued if sim.id in keep]
         for sim in view.running:
