@@ -86,7 +86,7 @@ class TrainplanePolicy:
             )
             for sim in view.running
         }
-        cluster = _cluster(view, [])
+        cluster = _cluster(view, list(view.running))
         victims: set[str] = set()
         first: set[str] = set()
         if rules.preempt:
