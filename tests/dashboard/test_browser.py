@@ -355,6 +355,9 @@ def test_an_invalid_spec_pasted_in_the_submit_form_shows_the_field_and_creates_n
     error.wait_for()
     assert "must be at least 1" in error.inner_text()
     assert "(line 7)" in error.inner_text()
+    # Said once: the heading counts the problems instead of repeating them.
+    heading = page.locator("[data-errors] p").inner_text()
+    assert heading.startswith("1 problem in the spec") and "at least" not in heading
     page.fill("textarea[name=spec]", "kind: train\nname: [unclosed\n")
     page.click('[data-action="plan"]')
     page.locator('[data-errors] li[data-field="body"]').wait_for()

@@ -460,16 +460,29 @@
     const showErrors = (result) => {
       errors.replaceChildren();
       plan.replaceChildren();
+      const found = result.body?.errors || [];
       const heading = document.createElement("p");
-      heading.textContent = result.body?.detail || `The server answered ${result.status}`;
+      // The detail joins the errors' messages: with the list below it would say each twice.
+      heading.textContent = found.length
+        ? `${found.length} problem${found.length === 1 ? "" : "s"} in the spec; nothing was submitted:`
+        : result.body?.detail || `The server answered ${result.status}`;
       errors.appendChild(heading);
       const list = document.createElement("ul");
-      for (const e of result.body?.errors || []) {
+      for (const e of found) {
         const item = document.createElement("li");
         item.dataset.field = e.field;
-        const code = document.createElement("code");
-        code.textContent = e.field;
-        item.append(code, `: ${e.message}`);
+        if (!e.message.includes(`\`${e.field}\``)) {
+          const code = document.createElement("code");
+          code.textContent = e.field;
+          item.append(code, ": ");
+        }
+        // The server writes field names and values between backticks.
+        e.message.split("`").forEach((part, i) => {
+          if (i % 2 === 0) return item.append(part);
+          const code = document.createElement("code");
+          code.textContent = part;
+          item.append(code);
+        });
         const line = lineOf(text.value, e.field);
         if (line) item.append(` (line ${line})`);
         list.appendChild(item);
