@@ -1,7 +1,8 @@
 """The event-driven cluster simulator that every replayed policy runs in.
 
 A pass runs at every arrival, every finish and every time a policy asked to be
-woken at. In a pass the policy sees the queued jobs (in submit order) and the
+woken at (each time once, however often asked; an arrival or finish with an
+empty queue needs no pass). In a pass the policy sees the queued jobs (in submit order) and the
 running ones, and answers which running jobs to preempt and which queued jobs
 to start. The engine owns time and accounting, so that every policy pays the
 same for what it does:
