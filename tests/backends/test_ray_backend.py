@@ -52,11 +52,19 @@ def test_a_host_that_never_answers_times_out():
         silent.close()
 
 
+WORKER_NICENESS = (
+    "import os, ray; ray.init(); "
+    "print(42, ray.get(ray.remote(num_cpus=0)(lambda: os.nice(0)).remote()))"
+)
+
+
 def test_submit_is_idempotent_by_submission_id(ray_head):
     cluster = RayCluster(ray_head.address)
     submission_id = f"tp-backend-{time.time_ns()}"
     launch = {
-        "entrypoint": "python -c 'print(42)'",
+        # And the niceness of a Ray worker of the job (Ray's default is 15,
+        # which the ranks a Ray Train worker starts would inherit).
+        "entrypoint": f"python -c '{WORKER_NICENESS}'",
         "runtime_env": {},
         "entrypoint_resources": {},
         "metadata": {},
@@ -68,7 +76,7 @@ def test_submit_is_idempotent_by_submission_id(ray_head):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert (state.status, state.exit_code) == ("SUCCEEDED", 0)
-    assert "42" in cluster.logs(submission_id)
+    assert "42 0" in cluster.logs(submission_id)
 
 
 def test_unknown_jobs(ray_head):

@@ -215,7 +215,7 @@ def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(t
     assert spec is None
     outcome = _launch_nowhere(tmp_path, spec=spec, spec_error=spec_error)
     assert isinstance(outcome, Rejected)
-    assert "resources: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message
+    assert "`resources`: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message
 
 
 def test_the_rank_pool_reaches_the_runtime_only_when_the_server_turns_it_on():

@@ -146,6 +146,11 @@ def ray_environment(temp_dir: Path) -> dict[str, str]:
         # dashboard every 5 s, which costs a small machine's training
         # processes CPU time; trainplane reports progress itself.
         "REPORTER_UPDATE_INTERVAL_MS": "60000",
+        # Ray starts its workers at niceness 15, and the ranks they start
+        # inherit it: on a machine whose CPUs also run the control plane, a
+        # training step then waits whenever the server, raylet or GCS wakes.
+        # Training is what this cluster is for.
+        "RAY_worker_niceness": "0",
     }
 
 
