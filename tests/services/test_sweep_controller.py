@@ -283,7 +283,7 @@ def test_a_trial_spec_that_does_not_validate_fails_the_sweep(session, submit, mo
     sweep = job_row(session, sweep_id)
     assert sweep.status == "FAILED"
     assert sweep.reason.startswith("trial 3's parameters entrypoint.args.lr=")
-    assert "make an invalid spec: retries:" in sweep.reason
+    assert "make an invalid spec: `retries`" in sweep.reason
     assert job_row(session, j2.id).status == "CANCELLED"  # nobody would read it
     assert len(trials(session, sweep_id)) == 2
 
