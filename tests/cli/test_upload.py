@@ -100,7 +100,8 @@ def test_no_upload_sends_the_path_which_trainplane_server_refuses(
     before = job_ids(shared_server)
     result = shared_cli("submit", str(project_folder / "job.yaml"), "--no-upload")
     assert result.exit_code == EXIT_USAGE, result.output
-    assert "error 422" in result.stderr and "entrypoint.working_dir" in result.stderr
+    # The server's refusal, pointed at the field's line in the file.
+    assert "job.yaml, line 5: entrypoint.working_dir" in result.stderr
     assert "uploaded" not in result.stderr
     assert job_ids(shared_server) == before
 
