@@ -94,13 +94,15 @@ def test_trace_replay_prints_its_table_for_a_small_trace(tmp_path: Path) -> None
     trace = tmp_path / "trace.csv"
     trace.write_text("\n".join(lines) + "\n")
     run = run_benchmark("trace_replay.py", "--trace", str(trace), "--nodes", "2")
-    table = {
-        cells[1].strip(): cells[2:5]
+    rows = [
+        [cell.strip() for cell in line.split("|")[1:-1]]
         for line in run.stdout.splitlines()
-        if line.startswith("| ") and len(cells := line.split("|")) == 6
-    }
+        if line.startswith("| ")
+    ]
+    header, table = rows[0], {row[0]: dict(zip(rows[0], row, strict=True)) for row in rows[1:]}
+    assert header[1:5] == ["trainplane", "fifo", "easy", "las"]
     assert {"mean JCT (h)", "p99 JCT (h)", "GPU utilization", "makespan (days)"} <= table.keys()
-    ours, fifo, _ = (float(cell) for cell in table["mean JCT (h)"])
+    ours, fifo = (float(table["mean JCT (h)"][policy]) for policy in ("trainplane", "fifo"))
     assert ours < fifo  # backfill lets the small jobs past the blocked gangs
     assert "target" in run.stdout.splitlines()[-1]
 
