@@ -58,15 +58,19 @@ class Connection:
     """A minimal HTTP/1.1 keep-alive client, so the load generator costs the
     2-core machine as little CPU as possible."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, authorization: str) -> None:
         self.port = port
+        self.authorization = authorization
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: {self.authorization}\r\nContent-Length: {len(body)}\r\n"
+        )
         if body:
             head += "Content-Type: application/json\r\n"
         self.writer.write(head.encode() + b"\r\n" + body)
@@ -81,7 +85,10 @@ class Connection:
 
 
 async def drive(
-    port: int, make_request: Callable[[], tuple[str, str, bytes]], seconds: float, concurrency: int
+    server: ServerProcess,
+    make_request: Callable[[], tuple[str, str, bytes]],
+    seconds: float,
+    concurrency: int,
 ) -> tuple[list[float], int]:
     latencies: list[float] = []
     errors = 0
@@ -89,7 +96,7 @@ async def drive(
 
     async def worker() -> None:
         nonlocal errors
-        connection = Connection(port)
+        connection = Connection(server.port, server.headers["Authorization"])
         while time.perf_counter() < deadline:
             method, path, body = make_request()
             started = time.perf_counter()
@@ -191,8 +198,8 @@ def main() -> None:
             "TRAINPLANE_HOME": home,
             "TRAINPLANE_DB_POOL_SIZE": str(args.concurrency),
         }
-        with ServerProcess(env, workers=args.workers) as server:
-            results = asyncio.run(run_phases(server.port, keys, args))
+        with ServerProcess(env, workers=args.workers, own_token=True) as server:
+            results = asyncio.run(run_phases(server, keys, args))
 
     by_label = {r["label"]: r for r in results}
     submit = by_label["POST /v1/jobs"]
@@ -213,13 +220,13 @@ def main() -> None:
 
 
 async def run_phases(
-    port: int, keys: list[tuple[str, object]], args: argparse.Namespace
+    server: ServerProcess, keys: list[tuple[str, object]], args: argparse.Namespace
 ) -> list[dict]:
     seconds, concurrency = args.seconds, args.concurrency
     body = json.dumps(SPEC).encode()
     # Warm up connections, caches and the server's code paths.
-    await drive(port, lambda: ("GET", "/healthz", b""), 1.0, concurrency)
-    await drive(port, lambda: ("POST", "/v1/jobs", body), 1.0, concurrency)
+    await drive(server, lambda: ("GET", "/healthz", b""), 1.0, concurrency)
+    await drive(server, lambda: ("POST", "/v1/jobs", body), 1.0, concurrency)
 
     def random_cursor() -> str:
         job_id, created = random.choice(keys)
@@ -265,7 +272,7 @@ async def run_phases(
         clients = (
             concurrency if label.startswith(("POST", "GET /healthz")) else args.read_concurrency
         )
-        latencies, errors = await drive(port, make_request, duration, clients)
+        latencies, errors = await drive(server, make_request, duration, clients)
         results.append(summarize(label, latencies, errors, duration))
     return results
 

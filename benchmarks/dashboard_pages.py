@@ -283,8 +283,8 @@ def main() -> int:
         print(f"filled {args.jobs} jobs in {time.perf_counter() - t0:.1f}s", flush=True)
         env = {"TRAINPLANE_DATABASE_URL": url, "TRAINPLANE_HOME": home}
         with (
-            ServerProcess(env, args=("--no-scheduler",)) as server,
-            httpx.Client(base_url=server.url, timeout=30) as client,
+            ServerProcess(env, args=("--no-scheduler",), own_token=True) as server,
+            httpx.Client(base_url=server.url, headers=server.headers, timeout=30) as client,
         ):
             cursor = client.get("/v1/jobs", params={"limit": 50}).json()["next_cursor"]
             paths = [

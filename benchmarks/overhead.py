@@ -153,8 +153,8 @@ def main() -> None:
                 "TRAINPLANE_SERVER_PATHS": str(EXAMPLE),  # the example is shipped from here
             }
             with (
-                ServerProcess(env, log_path=work / "server.log") as server,
-                httpx.Client(timeout=30) as http,
+                ServerProcess(env, log_path=work / "server.log", own_token=True) as server,
+                httpx.Client(headers=server.headers, timeout=30) as http,
             ):
                 through_service(server.url, http, work, {"steps": 20})  # warm Ray's caches
                 for _ in range(options.repeats):  # interleaved, so drift hits all three

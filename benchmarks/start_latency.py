@@ -174,8 +174,8 @@ def main() -> None:
             }
             ray = JobSubmissionClient(head.address)
             with (
-                ServerProcess(env, log_path=work / "server.log") as server,
-                httpx.Client(timeout=30) as http,
+                ServerProcess(env, log_path=work / "server.log", own_token=True) as server,
+                httpx.Client(headers=server.headers, timeout=30) as http,
             ):
                 service_stages(server.url, http, ray, db, work)  # warm Ray's caches
                 for _ in range(options.samples):  # interleaved, so drift hits both

@@ -5,6 +5,7 @@ shape they share (``ServiceProcess``)."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -101,8 +102,24 @@ class ServerProcess(ServiceProcess):
         log_level: str = "warning",
         args: tuple[str, ...] = (),
         port: int | None = None,
+        own_token: bool = False,
     ):
+        """``own_token``: the server's settings come only from ``env``, none
+        inherited from the caller's ``TRAINPLANE_*`` variables, and it gets a
+        bootstrap token of its own (sent by ``headers``). Benchmarks use
+        this, so a caller's token or database never leaks into them."""
+        if own_token:
+            env = {**env, "TRAINPLANE_BOOTSTRAP_TOKEN": secrets.token_urlsafe(24)}
         super().__init__(env, log_path=log_path, port=port)
+        if own_token:
+            self.env = {
+                key: value
+                for key, value in self.env.items()
+                if not key.startswith("TRAINPLANE_") or key in env
+            }
+        self.headers = (
+            {"Authorization": f"Bearer {env['TRAINPLANE_BOOTSTRAP_TOKEN']}"} if own_token else {}
+        )
         self.args = args
         self.log_level = log_level
         self.workers = workers
