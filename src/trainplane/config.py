@@ -108,17 +108,18 @@ class Settings(BaseSettings):
         description="An attempt running for less than this is never preempted (no thrashing).",
     )
     service_levels_gpu_hours: list[float] = Field(
-        default=[1.0, 10.0],
+        default=[1.0, 10.0, 100.0],
         description="Attained-service levels (GPU-hours held, all attempts): a queued job "
         "that has had less GPU time goes first, as in Tiresias' least attained service.",
     )
     service_preemption_enabled: bool = Field(
         default=True,
         description="Let a queued job stop running jobs of a lower level (most attained "
-        "first) that save checkpoints, after preemption_min_runtime_seconds, to start.",
+        "first) that save checkpoints, after preemption_min_runtime_seconds, to start; "
+        "at the top level, an older job stops newer ones.",
     )
     starvation_seconds: float = Field(
-        default=172_800.0,
+        default=5_184_000.0,
         gt=0,
         description="A job queued longer than this (or starvation_factor x its run time "
         "so far, if more) goes first and holds the reservation until it starts.",

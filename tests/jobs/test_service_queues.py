@@ -3,6 +3,8 @@ reservation and attained-service preemption (pure code, no database)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trainplane.jobs.placement import ClusterState, Demand, Release, plan
 from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
 from trainplane.jobs.service_queues import (
@@ -28,13 +30,15 @@ def _order(jobs, in_use=None):
 
 
 def test_levels_cut_at_the_thresholds():
-    assert [service_level(h * HOUR, RULES) for h in (0, 0.99, 1, 9.9, 10, 500)] == [
+    assert [service_level(h * HOUR, RULES) for h in (0, 0.99, 1, 9.9, 10, 99, 100, 500)] == [
         0,
         0,
         1,
         1,
         2,
         2,
+        3,
+        3,
     ]
 
 
@@ -96,10 +100,12 @@ def _running(job_id, *, gpus=2, hours=2.0, attained_hours=None, checkpoints=True
 
 def _preempt(waiting, running, starved=()):
     ranks = {
-        a.job_id: standing(50, a.attained_gpu_seconds, RULES, starved=a.job_id in starved)
+        a.job_id: standing(
+            50, a.attained_gpu_seconds, RULES, submitted=a.submitted, starved=a.job_id in starved
+        )
         for a in running
     }
-    new = {d.job_id: (50, 0, 0) for d in waiting}
+    new = {d.job_id: standing(50, 0.0, RULES, submitted=1.0) for d in waiting}
     choices = choose_service_preemptions(
         waiting,
         new,
@@ -124,3 +130,38 @@ def test_service_preemption_stops_the_most_attained_that_may_stop():
     assert _preempt([Demand("wide", 6)], running) == []
     # A job promoted for starving is not stopped again.
     assert _preempt([Demand("new", 2)], running, starved={"most"}) == [("new", ["less"])]
+
+
+def test_top_level_jobs_rank_first_come_first_served_and_lower_levels_do_not():
+    top = 150 * HOUR
+    older, newer = (standing(50, top, RULES, submitted=t) for t in (1.0, 2.0))
+    assert older > newer  # an older top-level job may stop a newer one
+    low_older, low_newer = (standing(50, 5 * HOUR, RULES, submitted=t) for t in (1.0, 2.0))
+    assert low_older == low_newer  # below the top, equals never stop each other
+    assert low_newer > older  # and any lower level outranks the top
+
+
+def test_a_job_that_would_lose_much_work_waits_for_its_next_checkpoint():
+    fresh = replace(_running("fresh", hours=20), since_checkpoint_seconds=60.0)
+    midway = replace(_running("midway", hours=30), since_checkpoint_seconds=1500.0)
+    unknown = _running("asks", hours=25)  # checkpoints when asked to stop: loses nothing
+
+    def victims(running):
+        ranks = {
+            a.job_id: standing(50, a.attained_gpu_seconds, RULES, submitted=0.0) for a in running
+        }
+        choices = choose_service_preemptions(
+            [Demand("new", 2)],
+            {"new": standing(50, 0.0, RULES, submitted=1.0)},
+            [_cluster(0, [])],
+            running,
+            ranks,
+            min_runtime_seconds=RULES.min_run_seconds,
+            loss_tolerance_seconds=RULES.loss_tolerance_seconds,
+        )
+        return [v.job_id for c in choices for v in c.victims]
+
+    # The most attained ("midway") would lose 25 minutes: the next one goes.
+    assert victims([midway, fresh]) == ["fresh"]
+    assert victims([midway]) == []
+    assert victims([midway, unknown]) == ["asks"]

@@ -12,13 +12,14 @@ from sqlalchemy import select, update
 from tests.factories import insert_jobs, make_attempt, make_cluster, make_project, small_spec
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
-from trainplane.jobs.service_queues import ServiceRules
+from trainplane.jobs.service_queues import HOUR, ServiceRules
 from trainplane.jobs.states import JobStatus
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
 from trainplane.services.queue import queue_views
 
-RULES = ServiceRules()
+# The default bound is long (a backstop); these tests set two days to see it act.
+RULES = ServiceRules(starve_after_seconds=48 * HOUR)
 CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
 
 
@@ -47,6 +48,18 @@ def _ran(session, job_id, *, hours, cluster=None, number=1, live=False):
             .values(started_at=now - timedelta(hours=hours), finished_at=None if live else now)
         )
     return attempt.id
+
+
+def _service_preemptions(session):
+    """One attained-service preemption pass (no priority preemption)."""
+    return preempt_for_waiting_jobs(
+        session,
+        utcnow(),
+        grace_seconds=60.0,
+        min_runtime_seconds=600.0,
+        priorities=False,
+        rules=RULES,
+    )
 
 
 def _placed(session, now=None):
@@ -138,14 +151,7 @@ def test_attained_service_preempts_the_most_attained_after_its_minimum_run_with_
         _ran(session, job_id, hours=hours, cluster=cluster.id, live=True, number=2)
         running[name] = job_id
     waiting = [_job(session, f"w{i}", 1, project=b, ago=timedelta(minutes=2 - i)) for i in (0, 1)]
-    asked = preempt_for_waiting_jobs(
-        session,
-        utcnow(),
-        grace_seconds=60.0,
-        min_runtime_seconds=600.0,
-        priorities=False,
-        rules=RULES,
-    )
+    asked = _service_preemptions(session)
     assert [(x.preemptor_job, x.victim_job) for x in asked] == [(waiting[0], running["middle"])]
 
 
@@ -153,4 +159,29 @@ def _positions(session, job_ids):
     """Each job's queue position, as users see it."""
     with session.begin():
         jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
-        return {job_id: view.position for job_id, view in queue_views(session, jobs).items()}
+        return {job_id: view.position for job_id, view in queue_views(session, jobs, RULES).items()}
+
+
+def test_at_the_top_level_an_older_queued_job_stops_a_newer_running_one(session):
+    """Past the last threshold (100 GPU-hours) the order is first come, first
+    served: the job submitted first takes the GPUs back from a newer one of
+    the same level; below it, equals never stop each other."""
+    cluster = make_cluster(session, "local", gpus=4)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    newer = _job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, newer, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
+    older = _job(session, "older", 4, project=a, ago=timedelta(days=3), **CHECKPOINTS)
+    _ran(session, older, hours=26)  # 104 GPU-hours, then requeued: top level too
+    asked = _service_preemptions(session)
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(older, newer)]
+
+
+def test_below_the_top_level_a_queued_job_never_stops_a_running_peer(session):
+    cluster = make_cluster(session, "local", gpus=4)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    newer = _job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, newer, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
+    older = _job(session, "older", 4, project=a, ago=timedelta(days=1), **CHECKPOINTS)
+    _ran(session, older, hours=4)  # 16 GPU-hours: level 2 as well
+    asked = _service_preemptions(session)
+    assert asked == []

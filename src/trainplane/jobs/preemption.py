@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from trainplane.jobs.placement import ClusterState, Demand, can_ever_hold
 from trainplane.jobs.quotas import QuotaLedger
+from trainplane.jobs.service_queues import Standing
 from trainplane.jobs.spec import Priority
 
 PREEMPTOR_PRIORITY = Priority.high.value
@@ -43,6 +44,11 @@ class RunningAttempt:
     attained_gpu_seconds: float = 0.0  # GPU-seconds held, all attempts
     checkpoints: bool = False  # it saves checkpoints, so resuming loses little
     waited_seconds: float = 0.0  # queued so far, all stretches
+    submitted: float = 0.0  # when the job was submitted, on the queue's clock
+    # Work it would lose if stopped now: seconds since its last checkpoint.
+    # None: it checkpoints when asked to stop (trainplane's runtime does), so
+    # it loses nothing.
+    since_checkpoint_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,22 +82,28 @@ def choose_preemptions(
 
 def choose_service_preemptions(
     waiting: Sequence[Demand],
-    standing: Mapping[str, tuple[int, int, int]],
+    standing: Mapping[str, Standing],
     clusters: Sequence[ClusterState],
     running: Sequence[RunningAttempt],
-    running_standing: Mapping[str, tuple[int, int, int]],
+    running_standing: Mapping[str, Standing],
     *,
     min_runtime_seconds: float,
+    loss_tolerance_seconds: float = float("inf"),
     quotas: QuotaLedger | None = None,
 ) -> list[Preemption]:
     """``waiting``: queued jobs in queue order;
     ``standing``/``running_standing``: by job id, as
-    :func:`trainplane.jobs.service_queues.standing` says."""
+    :func:`trainplane.jobs.service_queues.standing` says. A job that would
+    lose more than ``loss_tolerance_seconds`` of work is not stopped now:
+    its next checkpoint is a cheaper moment."""
     pool = sorted(
         (
             a
             for a in running
-            if a.preempted_by is None and a.checkpoints and a.running_seconds >= min_runtime_seconds
+            if a.preempted_by is None
+            and a.checkpoints
+            and a.running_seconds >= min_runtime_seconds
+            and (a.since_checkpoint_seconds or 0.0) <= loss_tolerance_seconds
         ),
         key=lambda a: (-a.attained_gpu_seconds, a.attempt_id),
     )
@@ -100,7 +112,7 @@ def choose_service_preemptions(
     lowest = min(running_standing[a.job_id] for a in pool)
     # Only jobs standing above some victim can preempt at all.
     candidates = [d for d in waiting if standing[d.job_id] > lowest]
-    by_standing: dict[tuple[int, int, int], list[RunningAttempt]] = {}
+    by_standing: dict[Standing, list[RunningAttempt]] = {}
 
     def victims_for(demand: Demand) -> list[RunningAttempt]:
         mine = standing[demand.job_id]

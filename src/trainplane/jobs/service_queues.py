@@ -4,20 +4,30 @@ Nobody declares how long a job runs, but the service it has already had is
 known: the GPU-seconds it held, over all of its attempts. In the spirit of
 Tiresias' discretized two-dimensional least-attained-service, jobs sit in
 levels cut at a few thresholds of attained GPU-hours; a job that has had
-less service goes first, so short jobs finish early and a long job only
-yields to jobs that have had less than it. Job ``priority`` classes stay
-above the levels; within a level, fair share across projects
-(:func:`trainplane.jobs.fairshare.fair_order`) and then submit time decide.
+less service goes first, so short jobs finish early. Job ``priority``
+classes stay above the levels.
 
-Least-attained-service alone can pass over a big or long job forever. A job
-that has waited (queued, all stretches together) longer than its bound,
+- Below the top level, fair share across projects
+  (:func:`trainplane.jobs.fairshare.fair_order`) and then submit time decide
+  within a level, and a queued job never stops a running one of its own
+  level (a job that holds GPUs keeps them against its peers: swapping equals
+  costs a checkpoint's work and a restart and gains nothing).
+- The top level (the long and wide runs, where most GPU-hours are) is first
+  come, first served: its jobs queue by submit time, and a queued one
+  outranks the running ones submitted after it. Pure least-attained-service
+  lets every newer job pass an old long one, and on a busy cluster its wait
+  grows past what first come, first served would give it; ranked by submit
+  time, no top-level job waits for work submitted after it except the short
+  bursts of newer jobs at the lower levels.
+
+A job that has waited (queued, all stretches together) longer than its bound,
 ``max(starve_after, starve_factor x its run time so far)``, is promoted: it
-goes ahead of every level, in the order its waits crossed
-their bounds, and holds the placement reservation until it starts (see
-:func:`trainplane.jobs.placement.plan`'s ``pinned``). Since a later
-promotion crosses its bound later, the job holding the reservation keeps it
-until it starts: it is pinned, not handed each pass to whichever job heads
-the order.
+goes ahead of every level, in the order its waits crossed their bounds, and
+holds the placement reservation until it starts (see
+:func:`trainplane.jobs.placement.plan`'s ``pinned``). The default bound is
+long (see :class:`ServiceRules`): the order above already keeps waits within
+first come, first served's on the replayed traces; the bound is the backstop
+for what it cannot see (a quota, a cluster shape that no backfill frees).
 """
 
 from __future__ import annotations
@@ -35,22 +45,35 @@ HOUR = 3600.0
 @dataclass(frozen=True)
 class ServiceRules:
     """The scheduler's settings for this order (``trainplane.config`` has the
-    same defaults). Levels are cut at 1 and 10 GPU-hours: a tenth of the
-    first is a short debug run on one GPU; past ten, a job is a long or wide
-    training run that loses little relative time by yielding. The
-    starvation bound of two days (not scaled by the time a job has run:
-    ``starve_factor`` 0) caps how long any job is passed over, whatever the
-    mix; once promoted, it is not preempted by attained service again. It is
-    longer than jobs wait at all on a cluster that keeps up, so it acts only
-    on real starvation: on an overloaded cluster a bound of hours promotes
-    nearly everyone and the order degrades to first come, first served
-    (Philly's busiest month on 256 GPUs: mean completion 7x worse at 12 h)."""
+    same defaults, and :meth:`trainplane.config.Settings.service_rules` makes
+    one from the server's settings). Levels are cut at 1, 10 and 100
+    GPU-hours: a tenth of the first is a short debug run on one GPU; past
+    ten a job is a real training run, past a hundred a long or wide one
+    that queues first come, first served. The starvation bound (not scaled
+    by the time a job has run: ``starve_factor`` 0) caps how long any job is
+    passed over; once promoted, it is not preempted by attained service
+    again. It is far longer than jobs wait on a cluster that keeps up, so it
+    acts only on real starvation: on an overloaded cluster a bound of hours
+    or days promotes nearly everyone and the order degrades to first come,
+    first served (Philly's busiest month on 256 GPUs: a 48 h bound made the
+    mean completion time 1.6x worse and the longest wait no shorter).
 
-    thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0)
-    starve_after_seconds: float = 48 * HOUR
+    ``loss_tolerance_seconds``: a running job is stopped for a preemption
+    only while it would lose at most this much work since its last
+    checkpoint; otherwise the preemptor waits for its next checkpoint. Jobs
+    whose attempts checkpoint when asked to stop (trainplane's own runtime)
+    lose nothing and are always eligible."""
+
+    thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0, 100.0)
+    starve_after_seconds: float = 60 * 24 * HOUR
     starve_factor: float = 0.0
     min_run_seconds: float = 600.0  # a running job is not preempted before this
     preempt: bool = True  # higher levels preempt lower ones (jobs that checkpoint)
+    loss_tolerance_seconds: float = 300.0
+
+    @property
+    def top_level(self) -> int:
+        return len(self.thresholds_gpu_hours)
 
 
 @dataclass(frozen=True)
@@ -64,9 +87,11 @@ class QueuedJob:
     waited_seconds: float = 0.0  # queued so far, all stretches
 
 
-# A job's standing: (priority, promoted, -level). A queued job may preempt a
-# running one only if its standing is higher.
-Standing = tuple[int, int, int]
+# A job's standing: (priority, promoted, -level, -submitted at the top level
+# else 0). A queued job may preempt a running one only if its standing is
+# higher: one of a higher priority, a promoted one, one of a lower level, or
+# an older one at the top level.
+Standing = tuple[int, int, int, float]
 
 
 @dataclass(frozen=True)
@@ -83,14 +108,21 @@ def service_level(attained_gpu_seconds: float, rules: ServiceRules) -> int:
 
 
 def standing(
-    priority: int, attained_gpu_seconds: float, rules: ServiceRules, *, starved: bool = False
+    priority: int,
+    attained_gpu_seconds: float,
+    rules: ServiceRules,
+    *,
+    submitted: float,
+    starved: bool = False,
 ) -> Standing:
-    """A running job's standing. One that was promoted (it had waited past
-    its bound) keeps that standing while it runs: otherwise newcomers would
-    stop it again and again and its wait would only grow."""
+    """A job's standing (``submitted`` on the clock of the queue's jobs). One
+    that was promoted (it had waited past its bound) keeps that standing while
+    it runs: otherwise newcomers would stop it again and again and its wait
+    would only grow."""
     if starved:
-        return (priority, 1, 0)
-    return (priority, 0, -service_level(attained_gpu_seconds, rules))
+        return (priority, 1, 0, 0.0)
+    level = service_level(attained_gpu_seconds, rules)
+    return (priority, 0, -level, -submitted if level == rules.top_level else 0.0)
 
 
 def starved(
@@ -126,13 +158,14 @@ def rank_queue(
             # Overdue by more = crossed its bound earlier: that order is stable.
             overdue = job.waited_seconds - bound
             promoted.append((-overdue, job.submitted, job_id, job.demand))
-            standings[job_id] = (job.priority, 1, 0)
+            standings[job_id] = (job.priority, 1, 0, 0.0)
             continue
         left = bound - job.waited_seconds
         next_in = left if next_in is None else min(next_in, left)
-        level = service_level(job.attained_gpu_seconds, rules)
-        levels.setdefault(level, []).append(job)
-        standings[job_id] = (job.priority, 0, -level)
+        levels.setdefault(service_level(job.attained_gpu_seconds, rules), []).append(job)
+        standings[job_id] = standing(
+            job.priority, job.attained_gpu_seconds, rules, submitted=job.submitted
+        )
     promoted.sort()
     order = [p[3] for p in promoted]
     used = dict(in_use)
@@ -143,7 +176,10 @@ def rank_queue(
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
         members = sorted(levels[level], key=lambda j: (-j.priority, j.submitted, j.demand.job_id))
-        for demand in fair_order([j.demand for j in members], used, weights):
+        demands = [j.demand for j in members]
+        # The top level is first come, first served (see the module's doc).
+        ordered = demands if level == rules.top_level else fair_order(demands, used, weights)
+        for demand in ordered:
             order.append(demand)
             if demand.project_id is not None:
                 used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus

@@ -171,11 +171,13 @@ def _service_choices(
                 a.priority,
                 a.attained_gpu_seconds,
                 rules,
+                submitted=a.submitted,
                 starved=starved(a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules),
             )
             for a in running
         },
         min_runtime_seconds=rules.min_run_seconds,
+        loss_tolerance_seconds=rules.loss_tolerance_seconds,
         quotas=QuotaLedger.of(project_quotas(session, now)),
     )
 
@@ -230,6 +232,7 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
                     0.0, (now - row.created_at).total_seconds() - ran.get(row.job_id, 0.0)
                 ),
                 checkpoints=_checkpoints(row.spec or {}),
+                submitted=(row.created_at - now).total_seconds(),
             )
         )
     return attempts

@@ -67,15 +67,16 @@ def _behind(job: Any, key: tuple[int, datetime, str]) -> bool:
     return (job.created_at, job.id) > (created_at, job_id)
 
 
-def take_snapshot(session: Session) -> QueueSnapshot:
+def take_snapshot(session: Session, rules: ServiceRules | None = None) -> QueueSnapshot:
+    rules = rules or ServiceRules()
     queued = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
     projects = session.scalars(
         select(Job.project_id).where(awaiting_placement()).distinct().limit(2)
     ).all()
-    if len(projects) > 1 or not _plain_order(session):
+    if len(projects) > 1 or not _plain_order(session, rules):
         # Projects compete (the order is fair share's), or attained service
         # or a long wait reorders jobs: the whole queue is ranked.
-        return _fair_snapshot(session)
+        return _fair_snapshot(session, rules)
     head = session.execute(queued.order_by(*queue_order()).limit(RANKED_QUEUE_LENGTH)).all()
     return QueueSnapshot(
         positions={row.id: index + 1 for index, row in enumerate(head)},
@@ -87,11 +88,10 @@ def take_snapshot(session: Session) -> QueueSnapshot:
     )
 
 
-def _plain_order(session: Session) -> bool:
+def _plain_order(session: Session, rules: ServiceRules) -> bool:
     """Whether the queue's order is plain priority then submit time: no
     queued job has run yet (all have had no service) and none has waited
     long enough to be promoted."""
-    rules = ServiceRules()
     oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
     if oldest is not None and (utcnow() - oldest).total_seconds() >= rules.starve_after_seconds:
         return False
@@ -104,8 +104,8 @@ def _plain_order(session: Session) -> bool:
     return not ran
 
 
-def _fair_snapshot(session: Session) -> QueueSnapshot:
-    order = ranked_queue(session, utcnow(), ServiceRules()).order
+def _fair_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
+    order = ranked_queue(session, utcnow(), rules).order
     return QueueSnapshot(
         positions={demand.job_id: index + 1 for index, demand in enumerate(order)},
         last=None,
@@ -116,31 +116,37 @@ def _fair_snapshot(session: Session) -> QueueSnapshot:
     )
 
 
-_snapshots: weakref.WeakKeyDictionary[Engine, QueueSnapshot] = weakref.WeakKeyDictionary()
+_snapshots: weakref.WeakKeyDictionary[Engine, tuple[ServiceRules | None, QueueSnapshot]] = (
+    weakref.WeakKeyDictionary()
+)
 _lock = threading.Lock()
 
 
-def _snapshot(session: Session, queued: Sequence[Any]) -> QueueSnapshot:
+def _snapshot(session: Session, queued: Sequence[Any], rules: ServiceRules | None) -> QueueSnapshot:
     engine = session.get_bind()
     with _lock:
-        cached = _snapshots.get(engine)  # type: ignore[arg-type]
+        kept = _snapshots.get(engine)  # type: ignore[arg-type]
+    cached = kept[1] if kept is not None and kept[0] == rules else None
     fresh = cached is not None and time.monotonic() - cached.taken < SNAPSHOT_SECONDS
     if cached is not None and fresh and all(cached.covers(job) for job in queued):
         return cached
-    snapshot = take_snapshot(session)
+    snapshot = take_snapshot(session, rules)
     with _lock:
-        _snapshots[engine] = snapshot  # type: ignore[index]
+        _snapshots[engine] = (rules, snapshot)  # type: ignore[index]
     return snapshot
 
 
-def queue_views(session: Session, jobs: Sequence[Any]) -> dict[str, QueueView]:
+def queue_views(
+    session: Session, jobs: Sequence[Any], rules: ServiceRules | None = None
+) -> dict[str, QueueView]:
     """For the QUEUED ones among ``jobs`` (rows or Jobs with id, project_id,
     status, priority, created_at, gpus, gpus_per_node, gpu_type, gpu_memory_gb). Call inside
-    a unit of work."""
+    a unit of work. ``rules``: the scheduler's order settings (their defaults
+    when None)."""
     queued = [j for j in jobs if j.status == JobStatus.QUEUED.value and j.kind != "sweep"]
     if not queued:
         return {}
-    snapshot = _snapshot(session, queued)
+    snapshot = _snapshot(session, queued, rules)
     views = {}
     for job in queued:
         position = snapshot.positions.get(job.id)

@@ -22,9 +22,11 @@ from trainplane.jobs.service_queues import (
     HOUR,
     QueuedJob,
     ServiceRules,
+    Standing,
     rank_queue,
     service_level,
     standing,
+    starvation_bound,
     starved,
 )
 from trainplane.simulation.engine import Decision, SimJob, View
@@ -55,23 +57,31 @@ class TrainplanePolicy:
             demand = self._demands[sim.id] = _demand(sim)
         return demand
 
+    def _queued(self, sim: SimJob, now: float) -> QueuedJob:
+        return QueuedJob(
+            demand=self._demand(sim),
+            priority=PRIORITY,
+            submitted=sim.job.submit,
+            attained_gpu_seconds=sim.attained_gpu_seconds,
+            waited_seconds=sim.waited + (now - sim.queued_since),
+        )
+
     def decide(self, view: View) -> Decision:
         rules, now = self.rules, view.now
         if view.free == 0 and not self._may_preempt(view):
-            return Decision(wake_at=_next_change(view, list(view.running), None, rules))
+            promotion_in = min(
+                (
+                    starvation_bound(self._queued(sim, now), rules)
+                    - (sim.waited + now - sim.queued_since)
+                    for sim in view.queued
+                ),
+                default=None,
+            )
+            return Decision(wake_at=_next_change(view, list(view.running), promotion_in, rules))
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
-        queued = [
-            QueuedJob(
-                demand=self._demand(sim),
-                priority=PRIORITY,
-                submitted=sim.job.submit,
-                attained_gpu_seconds=sim.attained_gpu_seconds,
-                waited_seconds=sim.waited + (now - sim.queued_since),
-            )
-            for sim in view.queued
-        ]
+        queued = [self._queued(sim, now) for sim in view.queued]
         ranked = rank_queue(queued, rules, in_use=in_use, weights={})
         running = {
             sim.id: RunningAttempt(
@@ -83,6 +93,8 @@ class TrainplanePolicy:
                 running_seconds=now - (sim.run_started if sim.run_started is not None else now),
                 attained_gpu_seconds=sim.attained_gpu_seconds,
                 checkpoints=True,
+                submitted=sim.job.submit,
+                since_checkpoint_seconds=_since_checkpoint(sim, view),
             )
             for sim in view.running
         }
@@ -90,15 +102,7 @@ class TrainplanePolicy:
         victims: set[str] = set()
         first: set[str] = set()
         if rules.preempt:
-            ranks = {
-                sim.id: standing(
-                    PRIORITY,
-                    sim.attained_gpu_seconds,
-                    rules,
-                    starved=starved(sim.gpus, sim.attained_gpu_seconds, sim.waited, rules),
-                )
-                for sim in view.running
-            }
+            ranks = {sim.id: _standing(sim, rules, now) for sim in view.running}
             for choice in choose_service_preemptions(
                 ranked.order,
                 ranked.standing,
@@ -106,6 +110,7 @@ class TrainplanePolicy:
                 list(running.values()),
                 ranks,
                 min_runtime_seconds=rules.min_run_seconds,
+                loss_tolerance_seconds=rules.loss_tolerance_seconds,
             ):
                 victims.update(v.job_id for v in choice.victims)
                 first.add(choice.preemptor.job_id)
@@ -122,23 +127,41 @@ class TrainplanePolicy:
     def _may_preempt(self, view: View) -> bool:
         """Whether any queued job could stop any running one now (checked
         without ranking the queue, which is most of a pass's cost)."""
-        rules, now = self.rules, view.now
+        rules = self.rules
         if not rules.preempt:
             return False
-        ripe = [
-            sim
-            for sim in view.running
-            if now - (sim.run_started if sim.run_started is not None else now)
-            >= rules.min_run_seconds
-        ]
+        ripe = [sim for sim in view.running if _stoppable(sim, view, rules)]
         if not ripe:
             return False
-        if all(starved(s.gpus, s.attained_gpu_seconds, s.waited, rules) for s in ripe):
-            return False  # jobs promoted once are not preempted again
-        top = max(service_level(sim.attained_gpu_seconds, rules) for sim in ripe)
-        return top > 0 or any(
-            sim.waited + now - sim.queued_since >= rules.starve_after_seconds for sim in view.queued
-        )
+        lowest = min(_standing(sim, rules, view.now) for sim in ripe)
+        return any(_standing(sim, rules, view.now) > lowest for sim in view.queued)
+
+
+def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
+    waited = sim.waited + (now - sim.queued_since if sim.run_started is None else 0.0)
+    return standing(
+        PRIORITY,
+        sim.attained_gpu_seconds,
+        rules,
+        submitted=sim.job.submit,
+        starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules),
+    )
+
+
+def _since_checkpoint(sim: SimJob, view: View) -> float:
+    """Seconds of work a running job would lose if stopped now (the engine
+    keeps what it did up to its last checkpoint)."""
+    started = sim.run_started if sim.run_started is not None else view.now
+    useful = max(0.0, view.now - started - sim.run_overhead)
+    return useful % view.checkpoint_seconds + min(view.now - started, sim.run_overhead)
+
+
+def _stoppable(sim: SimJob, view: View, rules: ServiceRules) -> bool:
+    started = sim.run_started if sim.run_started is not None else view.now
+    return (
+        view.now - started >= rules.min_run_seconds
+        and _since_checkpoint(sim, view) <= rules.loss_tolerance_seconds
+    )
 
 
 def _cluster(view: View, running: list[SimJob]) -> ClusterState:
@@ -169,6 +192,12 @@ def _next_change(
     job is promoted, a running job passes the minimum run or a threshold."""
     now = view.now
     times = [now + promotion_in] if promotion_in is not None else []
+    if rules.preempt and view.queued:
+        # A job that would lose too much now is a victim at its next checkpoint.
+        best = max(_standing(sim, rules, now) for sim in view.queued)
+        for sim in running:
+            if _standing(sim, rules, now) < best:
+                times.append(now + view.checkpoint_seconds - _since_checkpoint(sim, view) + 1.0)
     if rules.preempt:
         for sim in running:
             started = sim.run_started if sim.run_started is not None else now
