@@ -55,7 +55,7 @@ def worker_main(config: dict[str, Any]) -> None:
     # The rank processes form their own process group: its address, and the
     # GPUs each sees, are agreed through Ray (runtime.rendezvous), so this
     # worker opens no communicator or CUDA context of its own.
-    meeting = meet(context)
+    meeting = meet(context, on_gpu=config["on_gpu"])
     try:
         # Fetched by each worker, never handed through Ray (runtime.secrets).
         secrets = secret_env(load_spec(config["spec"]))

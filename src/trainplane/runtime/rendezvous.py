@@ -49,11 +49,18 @@ class RankDirectory:
         return [self.placements[r] for r in range(self.world_size)]
 
 
-def meet(context: Any) -> Meeting:
-    """Called by every worker of the group (``context``: ray.train.get_context())."""
+def meet(context: Any, *, on_gpu: bool = True) -> Meeting:
+    """Called by every worker of the group (``context``: ray.train.get_context()).
+    Without GPUs (``on_gpu`` False) there are no devices to agree on: rank
+    0's address is all the ranks need, and no directory actor is started (a
+    fresh process, on the path to the first step)."""
     from ray.train.collective import broadcast_from_rank_zero
 
     rank = context.get_world_rank()
+    if not on_gpu:
+        address = (ray.util.get_node_ip_address(), free_port("")) if rank == 0 else None
+        master_addr, master_port = broadcast_from_rank_zero(address)
+        return Meeting(master_addr, master_port, None)
     offer = None
     if rank == 0:
         # "DEFAULT": outside the worker group's placement group, whose
