@@ -158,7 +158,9 @@ def rank_queue(
             # Overdue by more = crossed its bound earlier: that order is stable.
             overdue = job.waited_seconds - bound
             promoted.append((-overdue, job.submitted, job_id, job.demand))
-            standings[job_id] = (job.priority, 1, 0, 0.0)
+            standings[job_id] = standing(
+                job.priority, job.attained_gpu_seconds, rules, submitted=job.submitted, starved=True
+            )
             continue
         left = bound - job.waited_seconds
         next_in = left if next_in is None else min(next_in, left)

@@ -67,8 +67,7 @@ def _behind(job: Any, key: tuple[int, datetime, str]) -> bool:
     return (job.created_at, job.id) > (created_at, job_id)
 
 
-def take_snapshot(session: Session, rules: ServiceRules | None = None) -> QueueSnapshot:
-    rules = rules or ServiceRules()
+def take_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
     queued = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
     projects = session.scalars(
         select(Job.project_id).where(awaiting_placement()).distinct().limit(2)
@@ -116,13 +115,13 @@ def _fair_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
     )
 
 
-_snapshots: weakref.WeakKeyDictionary[Engine, tuple[ServiceRules | None, QueueSnapshot]] = (
+_snapshots: weakref.WeakKeyDictionary[Engine, tuple[ServiceRules, QueueSnapshot]] = (
     weakref.WeakKeyDictionary()
 )
 _lock = threading.Lock()
 
 
-def _snapshot(session: Session, queued: Sequence[Any], rules: ServiceRules | None) -> QueueSnapshot:
+def _snapshot(session: Session, queued: Sequence[Any], rules: ServiceRules) -> QueueSnapshot:
     engine = session.get_bind()
     with _lock:
         kept = _snapshots.get(engine)  # type: ignore[arg-type]
@@ -146,7 +145,7 @@ def queue_views(
     queued = [j for j in jobs if j.status == JobStatus.QUEUED.value and j.kind != "sweep"]
     if not queued:
         return {}
-    snapshot = _snapshot(session, queued, rules)
+    snapshot = _snapshot(session, queued, rules or ServiceRules())
     views = {}
     for job in queued:
         position = snapshot.positions.get(job.id)
