@@ -129,14 +129,21 @@ def starved(
     gpus: int, attained_gpu_seconds: float, waited_seconds: float, rules: ServiceRules
 ) -> bool:
     """Whether a job has waited past its starvation bound."""
+    return waited_seconds >= starvation_bound_for(gpus, attained_gpu_seconds, rules)
+
+
+def starvation_bound_for(gpus: int, attained_gpu_seconds: float, rules: ServiceRules) -> float:
+    """How long a job of ``gpus`` that has held ``attained_gpu_seconds`` may
+    wait before it is promoted."""
+    if not rules.starve_factor:
+        return rules.starve_after_seconds
     ran = attained_gpu_seconds / max(gpus, 1)
-    return waited_seconds >= max(rules.starve_after_seconds, rules.starve_factor * ran)
+    return max(rules.starve_after_seconds, rules.starve_factor * ran)
 
 
 def starvation_bound(job: QueuedJob, rules: ServiceRules) -> float:
     """How long the job may wait before it is promoted."""
-    ran = job.attained_gpu_seconds / max(job.demand.gpus, 1)
-    return max(rules.starve_after_seconds, rules.starve_factor * ran)
+    return starvation_bound_for(job.demand.gpus, job.attained_gpu_seconds, rules)
 
 
 def rank_queue(

@@ -26,7 +26,7 @@ from trainplane.jobs.service_queues import (
     rank_queue,
     service_level,
     standing,
-    starvation_bound,
+    starvation_bound_for,
     starved,
 )
 from trainplane.simulation.engine import Decision, SimJob, View
@@ -68,16 +68,20 @@ class TrainplanePolicy:
 
     def decide(self, view: View) -> Decision:
         rules, now = self.rules, view.now
-        if view.free == 0 and not self._may_preempt(view):
-            promotion_in = min(
-                (
-                    starvation_bound(self._queued(sim, now), rules)
-                    - (sim.waited + now - sim.queued_since)
-                    for sim in view.queued
-                ),
-                default=None,
-            )
-            return Decision(wake_at=_next_change(view, list(view.running), promotion_in, rules))
+        if view.free == 0:
+            # Nothing can start without a preemption: decide that without
+            # ranking the queue, which is most of a pass's cost.
+            best = max((_standing(sim, rules, now) for sim in view.queued), default=None)
+            if not self._may_preempt(view, best):
+                promotion_in = min(
+                    (
+                        _bound(sim, rules) - (sim.waited + now - sim.queued_since)
+                        for sim in view.queued
+                    ),
+                    default=None,
+                )
+                running = list(view.running)
+                return Decision(wake_at=_next_change(view, running, promotion_in, rules, best))
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
@@ -121,20 +125,18 @@ class TrainplanePolicy:
         started = {job_id for job_id, _ in placed}
         wake = None
         if len(started) < len(view.queued):
-            wake = _next_change(view, staying, ranked.next_promotion_in, rules)
+            best = max(ranked.standing.values(), default=None)
+            wake = _next_change(view, staying, ranked.next_promotion_in, rules, best)
         return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
 
-    def _may_preempt(self, view: View) -> bool:
-        """Whether any queued job could stop any running one now (checked
-        without ranking the queue, which is most of a pass's cost)."""
+    def _may_preempt(self, view: View, best: Standing | None) -> bool:
+        """Whether any queued job (``best``: the highest standing among them)
+        could stop any running one now."""
         rules = self.rules
-        if not rules.preempt:
+        if not rules.preempt or best is None:
             return False
         ripe = [sim for sim in view.running if _stoppable(sim, view, rules)]
-        if not ripe:
-            return False
-        lowest = min(_standing(sim, rules, view.now) for sim in ripe)
-        return any(_standing(sim, rules, view.now) > lowest for sim in view.queued)
+        return bool(ripe) and best > min(_standing(sim, rules, view.now) for sim in ripe)
 
 
 def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
@@ -146,6 +148,10 @@ def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
         submitted=sim.job.submit,
         starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules),
     )
+
+
+def _bound(sim: SimJob, rules: ServiceRules) -> float:
+    return starvation_bound_for(sim.gpus, sim.attained_gpu_seconds, rules)
 
 
 def _since_checkpoint(sim: SimJob, view: View) -> float:
@@ -186,15 +192,19 @@ def _cluster(view: View, running: list[SimJob]) -> ClusterState:
 
 
 def _next_change(
-    view: View, running: list[SimJob], promotion_in: float | None, rules: ServiceRules
+    view: View,
+    running: list[SimJob],
+    promotion_in: float | None,
+    rules: ServiceRules,
+    best: Standing | None,
 ) -> float | None:
     """When the ranking can next change with no arrival or finish: a queued
-    job is promoted, a running job passes the minimum run or a threshold."""
+    job is promoted, a running job passes the minimum run or a threshold.
+    ``best`` is the highest standing in the queue."""
     now = view.now
     times = [now + promotion_in] if promotion_in is not None else []
-    if rules.preempt and view.queued:
+    if rules.preempt and best is not None:
         # A job that would lose too much now is a victim at its next checkpoint.
-        best = max(_standing(sim, rules, now) for sim in view.queued)
         for sim in running:
             if _standing(sim, rules, now) < best:
                 times.append(now + view.checkpoint_seconds - _since_checkpoint(sim, view) + 1.0)
