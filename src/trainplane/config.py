@@ -125,6 +125,15 @@ class Settings(BaseSettings):
         "so far, if more) goes first and holds the reservation until it starts.",
     )
     starvation_factor: float = Field(default=0.0, ge=0)
+    top_level_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Fraction of the ready clusters' GPUs owed to the top service level "
+        "(the long and wide runs, first come, first served): its oldest running jobs up to "
+        "the share cannot be stopped by lower levels, and while it holds less its oldest "
+        "queued jobs go first. 0 turns the share off.",
+    )
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
@@ -240,6 +249,7 @@ class Settings(BaseSettings):
             starve_factor=self.starvation_factor,
             min_run_seconds=self.preemption_min_runtime_seconds,
             preempt=self.service_preemption_enabled,
+            top_share=self.top_level_share,
         )
 
     @property

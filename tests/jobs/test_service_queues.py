@@ -9,11 +9,14 @@ from trainplane.jobs.placement import ClusterState, Demand, Release, plan
 from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
 from trainplane.jobs.service_queues import (
     HOUR,
+    HeldJob,
     QueuedJob,
     ServiceRules,
     rank_queue,
     service_level,
+    shield_top_share,
     standing,
+    top_level_in_use,
 )
 
 RULES = ServiceRules()
@@ -165,3 +168,77 @@ def test_a_job_that_would_lose_much_work_waits_for_its_next_checkpoint():
     assert victims([midway, fresh]) == ["fresh"]
     assert victims([midway]) == []
     assert victims([midway, unknown]) == ["asks"]
+
+
+def _ranked_with_share(top_in_use):
+    jobs = [
+        _queued("fresh", gpus=4, project="b", submitted=50.0),
+        _queued("old-wide", gpus=32, project="a", submitted=1.0, attained=200 * HOUR),
+        _queued("old-small", gpus=4, project="c", submitted=2.0, attained=150 * HOUR),
+        _queued("young-wide", gpus=8, project="a", submitted=3.0, attained=120 * HOUR),
+    ]
+    return rank_queue(
+        jobs, RULES, in_use={}, weights={}, top_in_use_gpus=top_in_use, capacity_gpus=64
+    )
+
+
+def test_a_top_level_owed_its_share_goes_first_and_its_head_holds_the_reservation():
+    # Share: 32 of 64 GPUs. Holding 0, the level is owed 32: its oldest job
+    # goes first whatever its size and is pinned; the next ones follow only
+    # while the debt covers them (first come, first served: the 8-GPU job
+    # waits behind the 4-GPU one that the debt no longer covers either).
+    ranked = _ranked_with_share(top_in_use=0)
+    assert [d.job_id for d in ranked.order] == ["old-wide", "fresh", "old-small", "young-wide"]
+    assert ranked.pinned == {"old-wide"} and ranked.promoted == frozenset()
+    # Holding 24, it is owed 8: the head (32) goes first anyway, nobody else.
+    assert [d.job_id for d in _ranked_with_share(top_in_use=24).order][:2] == ["old-wide", "fresh"]
+
+
+def test_a_top_level_holding_its_share_queues_after_the_lower_levels_and_pins_nobody():
+    ranked = _ranked_with_share(top_in_use=32)
+    assert [d.job_id for d in ranked.order] == ["fresh", "old-wide", "old-small", "young-wide"]
+    assert ranked.pinned == frozenset()
+    off = rank_queue(
+        [_queued("fresh", submitted=5.0), _queued("old", submitted=1.0, attained=500 * HOUR)],
+        replace(RULES, top_share=0.0),
+        in_use={},
+        weights={},
+        capacity_gpus=64,
+    )
+    assert [d.job_id for d in off.order] == ["fresh", "old"] and off.pinned == frozenset()
+
+
+def _held(job_id, gpus, submitted, attained_hours, *, starved=False):
+    attained = attained_hours * HOUR
+    return HeldJob(
+        job_id,
+        gpus,
+        submitted,
+        attained,
+        standing(50, attained, RULES, submitted=submitted, starved=starved),
+    )
+
+
+def test_the_oldest_running_top_level_jobs_up_to_the_share_stand_as_the_lowest_level():
+    held = [
+        _held("top-newest", 8, 30.0, 900),
+        _held("top-oldest", 8, 10.0, 900),
+        _held("top-middle", 8, 20.0, 900),
+        _held("mid", 8, 5.0, 20),
+    ]
+    shielded = shield_top_share(held, RULES, capacity_gpus=32)  # share: 16 GPUs
+    lowest = (50, 0, 0, 0.0)
+    assert shielded["top-oldest"] == lowest and shielded["top-middle"] == lowest
+    assert shielded["top-newest"] == standing(50, 900 * HOUR, RULES, submitted=30.0)
+    assert shielded["mid"] == standing(50, 20 * HOUR, RULES, submitted=5.0)
+    assert top_level_in_use(held, RULES) == 24
+    # A queued newcomer of the lowest level may stop the unshielded top-level
+    # job or the level-2 one, never the shielded ones.
+    newcomer = standing(50, 0.0, RULES, submitted=40.0)
+    assert newcomer > shielded["top-newest"] and newcomer > shielded["mid"]
+    assert not newcomer > shielded["top-oldest"]
+    # A promoted job keeps its own (higher) standing; no share shields nobody.
+    promoted = _held("promoted", 8, 1.0, 900, starved=True)
+    assert shield_top_share([promoted], RULES, 32)["promoted"] == promoted.standing
+    off = shield_top_share(held, replace(RULES, top_share=0.0), 32)
+    assert off == {h.job_id: h.standing for h in held}

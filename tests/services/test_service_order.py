@@ -5,6 +5,7 @@ minimum run, never a job without checkpoints)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy import select, update
@@ -185,3 +186,66 @@ def test_below_the_top_level_a_queued_job_never_stops_a_running_peer(session):
     _ran(session, older, hours=4)  # 16 GPU-hours: level 2 as well
     asked = _service_preemptions(session)
     assert asked == []
+
+
+def _shared_cluster(session):
+    """8 GPUs, so the top level's default share is 4: a level-2 job runs on 4."""
+    cluster = make_cluster(session, "local", gpus=8)
+    a, b, c = make_project(session, "a"), make_project(session, "b"), make_project(session, "c")
+    mid = _job(session, "mid", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, mid, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
+    return cluster, a, c, mid
+
+
+def test_the_top_levels_share_shields_its_oldest_running_job_from_newcomers(session):
+    cluster, a, c, mid = _shared_cluster(session)
+    long = _job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, long, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
+    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    # Most attained first would stop the long run; within its level's share,
+    # it stands as the lowest level does, so the level-2 job makes room.
+    asked = _service_preemptions(session)
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(fresh, mid)]
+
+
+def test_without_the_share_a_newcomer_stops_the_most_attained_job(session):
+    cluster, a, c, _ = _shared_cluster(session)
+    long = _job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, long, hours=30, cluster=cluster.id, live=True)
+    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    asked = preempt_for_waiting_jobs(
+        session,
+        utcnow(),
+        grace_seconds=60.0,
+        min_runtime_seconds=600.0,
+        priorities=False,
+        rules=replace(RULES, top_share=0.0),
+    )
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(fresh, long)]
+
+
+def test_a_top_level_owed_its_share_is_placed_before_newer_short_jobs(session):
+    _, a, c, _ = _shared_cluster(session)
+    old = _job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
+    _ran(session, old, hours=26)  # 104 GPU-hours, requeued: top level, holding nothing
+    _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    assert _placed(session) == {old}
+
+
+def test_a_top_level_holding_its_share_waits_behind_newer_short_jobs(session):
+    cluster, a, c, _ = _shared_cluster(session)
+    holding = _job(session, "holding", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    _ran(session, holding, hours=30, cluster=cluster.id, live=True)  # its 4 GPUs: the share
+    with session.begin():  # the level-2 job ended: 4 GPUs are free
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.job_id != holding)
+            .values(status="SUCCEEDED", finished_at=utcnow())
+        )
+        session.execute(
+            update(Job).where(Job.name == "mid").values(status=JobStatus.SUCCEEDED.value)
+        )
+    old = _job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
+    _ran(session, old, hours=26, number=1)
+    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    assert _placed(session) == {fresh}

@@ -19,6 +19,15 @@ classes stay above the levels.
   grows past what first come, first served would give it; ranked by submit
   time, no top-level job waits for work submitted after it except the short
   bursts of newer jobs at the lower levels.
+- The top level is owed a share of the GPUs (``top_share``, half by
+  default). Its oldest running jobs, up to the share, stand as the lowest
+  level does, so newer short jobs cannot stop them; while it holds less
+  than its share, its oldest queued jobs go before the lower levels, and
+  the first of them holds the reservation even with no known start (a wide
+  gang would otherwise never see enough GPUs free at once). Without the
+  share, every burst of short jobs stops the long ones again: on the whole
+  Philly trace the long jobs were preempted up to a thousand times and the
+  longest wait was nearly twice first come, first served's.
 
 A job that has waited (queued, all stretches together) longer than its bound,
 ``max(starve_after, starve_factor x its run time so far)``, is promoted: it
@@ -62,7 +71,10 @@ class ServiceRules:
     only while it would lose at most this much work since its last
     checkpoint; otherwise the preemptor waits for its next checkpoint. Jobs
     whose attempts checkpoint when asked to stop (trainplane's own runtime)
-    lose nothing and are always eligible."""
+    lose nothing and are always eligible.
+
+    ``top_share``: the fraction of the GPUs the top level is owed (see the
+    module's doc); 0 turns the share off."""
 
     thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0, 100.0)
     starve_after_seconds: float = 60 * 24 * HOUR
@@ -70,6 +82,7 @@ class ServiceRules:
     min_run_seconds: float = 600.0  # a running job is not preempted before this
     preempt: bool = True  # higher levels preempt lower ones (jobs that checkpoint)
     loss_tolerance_seconds: float = 300.0
+    top_share: float = 0.5
 
     @property
     def top_level(self) -> int:
@@ -98,6 +111,9 @@ Standing = tuple[int, int, int, float]
 class RankedQueue:
     order: list[Demand]
     promoted: frozenset[str]  # jobs past their starvation bound
+    # Jobs whose placement reservation holds even with no known start: the
+    # promoted ones and the head of the top level while that level is owed GPUs.
+    pinned: frozenset[str]
     standing: dict[str, Standing]  # by job id
     next_promotion_in: float | None  # seconds until the next job is promoted
 
@@ -152,8 +168,12 @@ def rank_queue(
     *,
     in_use: Mapping[str, int],
     weights: Mapping[str, float],
+    top_in_use_gpus: int = 0,
+    capacity_gpus: int = 0,
 ) -> RankedQueue:
-    """The order jobs are offered GPUs in, and who is promoted."""
+    """The order jobs are offered GPUs in, and who is promoted.
+    ``top_in_use_gpus``: GPUs held by running jobs of the top level;
+    ``capacity_gpus``: the GPUs of all ready clusters (0: no share is owed)."""
     promoted: list[tuple[float, float, str, Demand]] = []
     levels: dict[int, list[QueuedJob]] = {}
     standings: dict[str, Standing] = {}
@@ -181,20 +201,78 @@ def rank_queue(
     for demand in order:
         if demand.project_id is not None:
             used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
+    owed = rules.top_share * capacity_gpus - top_in_use_gpus
+    top = sorted(
+        levels.pop(rules.top_level, []), key=lambda j: (-j.priority, j.submitted, j.demand.job_id)
+    )
+    head: str | None = None
+    if owed > 0 and top:
+        # The top level is owed GPUs: its oldest jobs (as many as the debt
+        # covers, and always the first) go before the lower levels, and the
+        # first holds the reservation, as first come, first served would give it.
+        head = top[0].demand.job_id
+        while top and (top[0].demand.job_id == head or top[0].demand.gpus <= owed):
+            owed -= top[0].demand.gpus
+            order.append(top.pop(0).demand)
     for level in sorted(levels):
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
         members = sorted(levels[level], key=lambda j: (-j.priority, j.submitted, j.demand.job_id))
-        demands = [j.demand for j in members]
-        # The top level is first come, first served (see the module's doc).
-        ordered = demands if level == rules.top_level else fair_order(demands, used, weights)
-        for demand in ordered:
+        for demand in fair_order([j.demand for j in members], used, weights):
             order.append(demand)
             if demand.project_id is not None:
                 used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
+    # The top level is first come, first served (see the module's doc).
+    order.extend(j.demand for j in top)
+    promoted_ids = frozenset(p[2] for p in promoted)
     return RankedQueue(
         order=order,
-        promoted=frozenset(p[2] for p in promoted),
+        promoted=promoted_ids,
+        pinned=promoted_ids | ({head} if head else set()),
         standing=standings,
         next_promotion_in=next_in,
     )
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A running job as the top level's share sees it."""
+
+    job_id: str
+    gpus: int
+    submitted: float  # on the queue's clock
+    attained_gpu_seconds: float
+    standing: Standing  # its standing as a preemption victim
+
+
+def top_level_in_use(held: Sequence[HeldJob], rules: ServiceRules) -> int:
+    """GPUs held by running jobs of the top level."""
+    return sum(
+        job.gpus
+        for job in held
+        if service_level(job.attained_gpu_seconds, rules) == rules.top_level
+    )
+
+
+def shield_top_share(
+    held: Sequence[HeldJob], rules: ServiceRules, capacity_gpus: int
+) -> dict[str, Standing]:
+    """Running jobs' standings as preemption victims, with the top level's
+    share shielded: its oldest running jobs, up to ``top_share`` of the
+    GPUs, stand as the lowest level does, so that no job of a lower level
+    stops them (a promoted job or a higher priority still may)."""
+    standings = {job.job_id: job.standing for job in held}
+    share = rules.top_share * capacity_gpus
+    top = sorted(
+        (j for j in held if service_level(j.attained_gpu_seconds, rules) == rules.top_level),
+        key=lambda j: (j.submitted, j.job_id),
+    )
+    kept = 0
+    for job in top:
+        if kept + job.gpus > share:
+            break
+        kept += job.gpus
+        priority, promoted, _, _ = job.standing
+        if not promoted:
+            standings[job.job_id] = (priority, 0, 0, 0.0)
+    return standings

@@ -21,8 +21,14 @@ from trainplane.ids import new_id
 from trainplane.jobs.attempts import StopReason
 from trainplane.jobs.placement import ClusterState, Demand, plan, preemptors_first
 from trainplane.jobs.quotas import QuotaLedger
-from trainplane.jobs.service_queues import QueuedJob, RankedQueue, ServiceRules, rank_queue
-from trainplane.jobs.states import AttemptStatus, JobStatus
+from trainplane.jobs.service_queues import (
+    QueuedJob,
+    RankedQueue,
+    ServiceRules,
+    rank_queue,
+    service_level,
+)
+from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.quotas import project_quotas, project_shares
 from trainplane.services.status import SCHEDULER_ACTOR, set_status_many
@@ -129,7 +135,34 @@ def ranked_queue(
         if d.job_id in facts
     ]
     shares = project_shares(session)
-    return rank_queue([*queued, *extra], rules, in_use=shares.in_use, weights=shares.weights)
+    top_in_use, capacity = top_level_share(session, now, rules)
+    return rank_queue(
+        [*queued, *extra],
+        rules,
+        in_use=shares.in_use,
+        weights=shares.weights,
+        top_in_use_gpus=top_in_use,
+        capacity_gpus=capacity,
+    )
+
+
+def top_level_share(session: Session, now: datetime, rules: ServiceRules) -> tuple[int, int]:
+    """What the top level's share is reckoned from: the GPUs its running jobs
+    hold and the GPUs of all ready clusters ((0, 0) when no share is set)."""
+    if rules.top_share <= 0:
+        return 0, 0
+    rows = session.execute(
+        select(Job.id, Job.gpus)
+        .join(JobAttempt, JobAttempt.job_id == Job.id)
+        .where(JobAttempt.status.in_([s.value for s in LIVE_ATTEMPT_STATUSES]))
+    ).all()
+    ran = run_seconds(session, {row.id for row in rows}, now)
+    top = sum(
+        row.gpus
+        for row in rows
+        if service_level(ran.get(row.id, 0.0) * row.gpus, rules) == rules.top_level
+    )
+    return top, sum(c.gpus for c in cluster_states(session, now) if c.ready)
 
 
 def place_queued_jobs(
@@ -156,7 +189,7 @@ def place_queued_jobs(
                 queue, preemptors(session, now, grace_seconds=preemption_grace_seconds)
             )
         quotas = QuotaLedger.of(project_quotas(session, now))
-        decisions = plan(queue, clusters, quotas, pinned=ranked.promoted)
+        decisions = plan(queue, clusters, quotas, pinned=ranked.pinned)
         placed = _start_attempts(session, decisions.placements, clusters, now)
         waits = _first_waits(session, [job_id for job_id, _ in placed], now)
     return PassResult(placed=placed, first_waits=waits)

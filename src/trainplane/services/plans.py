@@ -156,7 +156,7 @@ def plan_job(
         order = ranked.order
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1
-    decisions = placement.plan(order, clusters, quotas, pinned=ranked.promoted)
+    decisions = placement.plan(order, clusters, quotas, pinned=ranked.pinned)
     chosen = dict(decisions.placements).get(PLANNED)
     names = {c.id: c.name for c in clusters}
     if chosen is not None:

@@ -35,7 +35,13 @@ from trainplane.jobs.preemption import (
     choose_service_preemptions,
 )
 from trainplane.jobs.quotas import QuotaLedger
-from trainplane.jobs.service_queues import ServiceRules, standing, starved
+from trainplane.jobs.service_queues import (
+    HeldJob,
+    ServiceRules,
+    shield_top_share,
+    standing,
+    starved,
+)
 from trainplane.jobs.spec import Priority
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
@@ -166,16 +172,26 @@ def _service_choices(
         ranked.standing,
         clusters,
         running,
-        {
-            a.job_id: standing(
-                a.priority,
-                a.attained_gpu_seconds,
-                rules,
-                submitted=a.submitted,
-                starved=starved(a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules),
-            )
-            for a in running
-        },
+        shield_top_share(
+            [
+                HeldJob(
+                    job_id=a.job_id,
+                    gpus=a.gpus,
+                    submitted=a.submitted,
+                    attained_gpu_seconds=a.attained_gpu_seconds,
+                    standing=standing(
+                        a.priority,
+                        a.attained_gpu_seconds,
+                        rules,
+                        submitted=a.submitted,
+                        starved=starved(a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules),
+                    ),
+                )
+                for a in running
+            ],
+            rules,
+            sum(c.gpus for c in clusters if c.ready),
+        ),
         min_runtime_seconds=rules.min_run_seconds,
         loss_tolerance_seconds=rules.loss_tolerance_seconds,
         quotas=QuotaLedger.of(project_quotas(session, now)),

@@ -8,7 +8,10 @@ weight 1), attained-service preemption
 job checkpoints), the preemptors offered the GPUs they freed first
 (:func:`trainplane.jobs.placement.preemptors_first` as the placement service
 does), then gang placement with backfill and the reservation pinned to
-promoted jobs (:func:`trainplane.jobs.placement.plan`).
+promoted jobs and to the top level's head while that level is owed its share
+of the GPUs (:func:`trainplane.jobs.placement.plan`); the top level's oldest
+running jobs, up to the share, are shielded from lower levels
+(:func:`trainplane.jobs.service_queues.shield_top_share`).
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from trainplane.jobs.placement import ClusterState, Demand, Release, plan, preem
 from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
 from trainplane.jobs.service_queues import (
     HOUR,
+    HeldJob,
     QueuedJob,
     ServiceRules,
     Standing,
     rank_queue,
     service_level,
+    shield_top_share,
     standing,
     starvation_bound_for,
     starved,
+    top_level_in_use,
 )
 from trainplane.simulation.engine import Decision, SimJob, View
 
@@ -72,7 +78,8 @@ class TrainplanePolicy:
             # Nothing can start without a preemption: decide that without
             # ranking the queue, which is most of a pass's cost.
             best = max((_standing(sim, rules, now) for sim in view.queued), default=None)
-            if not self._may_preempt(view, best):
+            held = self._running_standings(view)
+            if not self._may_preempt(view, best, held):
                 promotion_in = min(
                     (
                         _bound(sim, rules) - (sim.waited + now - sim.queued_since)
@@ -81,12 +88,24 @@ class TrainplanePolicy:
                     default=None,
                 )
                 running = list(view.running)
-                return Decision(wake_at=_next_change(view, running, promotion_in, rules, best))
+                return Decision(
+                    wake_at=_next_change(view, running, promotion_in, rules, best, held)
+                )
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
         queued = [self._queued(sim, now) for sim in view.queued]
-        ranked = rank_queue(queued, rules, in_use=in_use, weights={})
+        running_jobs = self._held(view)
+        held = shield_top_share(running_jobs, rules, view.gpus)
+        ranked = rank_queue(
+            queued,
+            rules,
+            in_use=in_use,
+            weights={},
+            top_in_use_gpus=top_level_in_use(running_jobs, rules),
+            capacity_gpus=view.gpus,
+        )
+        order = ranked.order
         running = {
             sim.id: RunningAttempt(
                 attempt_id=sim.id,
@@ -106,13 +125,12 @@ class TrainplanePolicy:
         victims: set[str] = set()
         first: set[str] = set()
         if rules.preempt:
-            ranks = {sim.id: _standing(sim, rules, now) for sim in view.running}
             for choice in choose_service_preemptions(
-                ranked.order,
+                order,
                 ranked.standing,
                 [cluster],
                 list(running.values()),
-                ranks,
+                held,
                 min_runtime_seconds=rules.min_run_seconds,
                 loss_tolerance_seconds=rules.loss_tolerance_seconds,
             ):
@@ -120,23 +138,39 @@ class TrainplanePolicy:
                 first.add(choice.preemptor.job_id)
         staying = [sim for sim in view.running if sim.id not in victims]
         cluster = _cluster(view, staying)
-        order = preemptors_first(ranked.order, first)
-        placed = plan(order, [cluster], pinned=ranked.promoted).placements
+        order = preemptors_first(order, first)
+        placed = plan(order, [cluster], pinned=ranked.pinned).placements
         started = {job_id for job_id, _ in placed}
         wake = None
         if len(started) < len(view.queued):
             best = max(ranked.standing.values(), default=None)
-            wake = _next_change(view, staying, ranked.next_promotion_in, rules, best)
+            wake = _next_change(view, staying, ranked.next_promotion_in, rules, best, held)
         return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
 
-    def _may_preempt(self, view: View, best: Standing | None) -> bool:
+    def _may_preempt(self, view: View, best: Standing | None, held: dict[str, Standing]) -> bool:
         """Whether any queued job (``best``: the highest standing among them)
         could stop any running one now."""
         rules = self.rules
         if not rules.preempt or best is None:
             return False
         ripe = [sim for sim in view.running if _stoppable(sim, view, rules)]
-        return bool(ripe) and best > min(_standing(sim, rules, view.now) for sim in ripe)
+        return bool(ripe) and best > min(held[sim.id] for sim in ripe)
+
+    def _held(self, view: View) -> list[HeldJob]:
+        rules, now = self.rules, view.now
+        return [
+            HeldJob(
+                job_id=sim.id,
+                gpus=sim.gpus,
+                submitted=sim.job.submit,
+                attained_gpu_seconds=sim.attained_gpu_seconds,
+                standing=_standing(sim, rules, now),
+            )
+            for sim in view.running
+        ]
+
+    def _running_standings(self, view: View) -> dict[str, Standing]:
+        return shield_top_share(self._held(view), self.rules, view.gpus)
 
 
 def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
@@ -197,6 +231,7 @@ def _next_change(
     promotion_in: float | None,
     rules: ServiceRules,
     best: Standing | None,
+    held: dict[str, Standing],
 ) -> float | None:
     """When the ranking can next change with no arrival or finish: a queued
     job is promoted, a running job passes the minimum run or a threshold.
@@ -206,7 +241,7 @@ def _next_change(
     if rules.preempt and best is not None:
         # A job that would lose too much now is a victim at its next checkpoint.
         for sim in running:
-            if _standing(sim, rules, now) < best:
+            if held[sim.id] < best:
                 times.append(now + view.checkpoint_seconds - _since_checkpoint(sim, view) + 1.0)
     if rules.preempt:
         for sim in running:
