@@ -17,6 +17,7 @@ from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.entrypoints import wanted_secrets
 from trainplane.jobs.environment import redacted_spec
+from trainplane.jobs.service_queues import ServiceRules
 from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
 from trainplane.jobs.states import (
     CANCEL_IMMEDIATELY,
@@ -164,7 +165,11 @@ def merged_metrics(attempts: Iterable[JobAttempt]) -> dict[str, float]:
     return merged
 
 
-def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
+def get_job(
+    session: Session, caller: Caller, job_id: str, *, rules: ServiceRules | None = None
+) -> JobDetail:
+    """``rules``: the scheduler's (``Settings.service_rules``), which rank the queue
+    position; their defaults when None."""
     with read_only(session):
         job = load_job(session, caller, job_id)
         attempts = [
@@ -178,7 +183,7 @@ def get_job(session: Session, caller: Caller, job_id: str) -> JobDetail:
         ]
         tracking = session.get(JobTracking, job_id)
         usage = job_usage(session, [job_id], utcnow()).get(job_id)
-        queue = queue_views(session, [job]).get(job.id)
+        queue = queue_views(session, [job], rules).get(job.id)
         hidden = not sees_env_values(caller, job.project_id)
         sweep = sweep_summary(session, job)
         return JobDetail(job, attempts, queue, tracking, usage, env_hidden=hidden, sweep=sweep)
@@ -226,7 +231,13 @@ class Page:
 
 
 def list_jobs(
-    session: Session, caller: Caller, filters: JobFilter, *, limit: int, cursor: str | None
+    session: Session,
+    caller: Caller,
+    filters: JobFilter,
+    *,
+    limit: int,
+    cursor: str | None,
+    rules: ServiceRules | None = None,
 ) -> Page:
     query = (
         select(*SUMMARY_COLUMNS)
@@ -253,7 +264,7 @@ def list_jobs(
         rows = list(session.execute(query))
         more = len(rows) > limit
         rows = rows[:limit]
-        queue = queue_views(session, rows)
+        queue = queue_views(session, rows, rules)
         usage = job_usage(session, (r.id for r in rows), utcnow())
     next_cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
     return Page(rows, next_cursor, queue, usage)

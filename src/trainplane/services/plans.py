@@ -115,10 +115,12 @@ def plan_job(
     spec: TrainSpec | FinetuneSpec | SweepSpec,
     *,
     access: FileAccess,
+    rules: ServiceRules | None = None,
 ) -> JobPlan | SweepPlan:
-    """Raises what submitting the spec would raise (InvalidInputError, ...)."""
+    """Raises what submitting the spec would raise (InvalidInputError, ...).
+    ``rules``: the scheduler's, which rank the queue (their defaults when None)."""
     if isinstance(spec, SweepSpec):
-        return plan_sweep(session, caller, spec, access=access)
+        return plan_sweep(session, caller, spec, access=access, rules=rules)
     ref = project_for(session, caller, spec.project, Role.MEMBER, "planning a job")
     check_spec_locations(spec, ref, access)
     inputs = check_job_inputs(spec)
@@ -152,7 +154,7 @@ def plan_job(
         # Submitted now, it has had no service and has waited for nothing:
         # ranked with the queue as the scheduler would rank it.
         submitted = QueuedJob(planned, spec.priority_rank, submitted=0.0)
-        ranked = ranked_queue(session, now, ServiceRules(), extra=[submitted])
+        ranked = ranked_queue(session, now, rules or ServiceRules(), extra=[submitted])
         order = ranked.order
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1
@@ -196,12 +198,17 @@ def _cheapest_holder(
 
 
 def plan_sweep(
-    session: Session, caller: Caller, spec: SweepSpec, *, access: FileAccess
+    session: Session,
+    caller: Caller,
+    spec: SweepSpec,
+    *,
+    access: FileAccess,
+    rules: ServiceRules | None = None,
 ) -> SweepPlan:
     """The checks of the sweep's largest trial, with the fields it names in
     the sweep's spec (``trial.dataset.train``, ``parameters.<path>``)."""
     with trial_fields(spec):
-        trial = plan_job(session, caller, largest_trial(spec), access=access)
+        trial = plan_job(session, caller, largest_trial(spec), access=access, rules=rules)
     assert isinstance(trial, JobPlan)
     return SweepPlan(spec=spec, trial=trial, gpus_per_trial=spec.trial_gpus())
 

@@ -64,7 +64,8 @@ def submit_job(
         JobOut.from_new(submission.job, tracking_enabled=tracking)
         if submission.created
         else JobOut.from_detail(
-            job_service.get_job(session, caller, submission.job.id), tracking_enabled=tracking
+            job_service.get_job(session, caller, submission.job.id, rules=settings.service_rules()),
+            tracking_enabled=tracking,
         ),
         201 if submission.created else 200,
         headers,
@@ -75,6 +76,7 @@ def submit_job(
 def list_jobs(
     session: SessionDep,
     caller: CallerDep,
+    settings: SettingsDep,
     status: Annotated[list[JobStatus] | None, Query(description="Repeat to match several.")] = None,
     project: Annotated[ProjectName | None, Query()] = None,
     name: Annotated[JobName | None, Query()] = None,
@@ -87,7 +89,9 @@ def list_jobs(
     filters = job_service.JobFilter(
         statuses=status or (), project=project, name=name, parent=parent
     )
-    page = job_service.list_jobs(session, caller, filters, limit=limit, cursor=cursor)
+    page = job_service.list_jobs(
+        session, caller, filters, limit=limit, cursor=cursor, rules=settings.service_rules()
+    )
     return json_response(
         JobPage(
             items=[
@@ -106,12 +110,15 @@ def plan_job(
     spec: Annotated[JobSpec, Body(description="A job spec, as for POST /v1/jobs.")],
     session: SessionDep,
     caller: CallerDep,
+    settings: SettingsDep,
     access: FileAccessDep,
 ) -> Response:
     """A dry run of submitting ``spec``: the same validation and checks of the
     files it reads and of its checkpoint storage (422 when they fail), and
     where it would be placed now. Creates nothing."""
-    plan = plan_service.plan_job(session, caller, spec, access=access)
+    plan = plan_service.plan_job(
+        session, caller, spec, access=access, rules=settings.service_rules()
+    )
     return json_response(PlanOut.from_plan(plan))
 
 
@@ -138,7 +145,7 @@ def compare_jobs(
 def get_job(
     job_id: JobIdDep, session: SessionDep, caller: CallerDep, settings: SettingsDep
 ) -> Response:
-    detail = job_service.get_job(session, caller, job_id)
+    detail = job_service.get_job(session, caller, job_id, rules=settings.service_rules())
     return json_response(JobOut.from_detail(detail, tracking_enabled=settings.tracking_enabled))
 
 
