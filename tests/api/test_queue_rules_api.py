@@ -3,26 +3,17 @@ settings, not the defaults."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import make_cluster, make_project
-from tests.services.test_service_order import _job, _ran
+from tests.services.test_service_order import requeued_and_new
 from trainplane.api.app import create_app
 from trainplane.config import Settings
 
 
 @pytest.fixture
 def jobs(session):
-    """An older job requeued after 2 GPU-hours and a newer one of no service."""
-    make_cluster(session, "local", gpus=1)
-    project = make_project(session, "a")
-    older = _job(session, "older", 1, project=project, ago=timedelta(hours=3))
-    _ran(session, older, hours=2)
-    newer = _job(session, "newer", 1, project=project, ago=timedelta(minutes=1))
-    return older, newer
+    return requeued_and_new(session)
 
 
 def _positions(settings: Settings, older: str, newer: str) -> tuple[int, int]:

@@ -68,13 +68,19 @@ def _placed(session, now=None):
     return {job_id for job_id, _ in result.placed}
 
 
-def test_less_attained_service_goes_first_and_a_job_past_a_threshold_is_demoted(session):
+def requeued_and_new(session):
+    """On one GPU: an older job requeued after 2 GPU-hours (past the first
+    threshold, 1 GPU-hour) and a newer one of no service, of one project."""
     make_cluster(session, "local", gpus=1)
     a = make_project(session, "a")
-    # Requeued after 2 GPU-hours: past the first threshold (1 GPU-hour).
     older = _job(session, "older", 1, project=a, ago=timedelta(hours=3))
     _ran(session, older, hours=2)
     newer = _job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
+    return older, newer
+
+
+def test_less_attained_service_goes_first_and_a_job_past_a_threshold_is_demoted(session):
+    older, newer = requeued_and_new(session)
     positions = _positions(session, [older, newer])
     assert (positions[newer], positions[older]) == (1, 2)
     assert _placed(session) == {newer}
