@@ -107,6 +107,7 @@ def ranked_queue(
     session: Session,
     now: datetime,
     rules: ServiceRules,
+    clusters: Sequence[ClusterState],
     *,
     min_priority: int | None = None,
     extra: Sequence[QueuedJob] = (),
@@ -114,7 +115,9 @@ def ranked_queue(
     """The queue in the order jobs are offered GPUs
     (:func:`trainplane.jobs.service_queues.rank_queue`): attained service
     and waits from the jobs' attempts, fair share from the projects' GPUs
-    in use. ``extra``: jobs not in the database to rank as if queued."""
+    in use, the top level's share from ``clusters`` (the caller's reading
+    of them, so that one pass reads them once). ``extra``: jobs not in the
+    database to rank as if queued."""
     demands = load_queue(session, min_priority=min_priority)
     query = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
     if min_priority is not None:
@@ -135,34 +138,31 @@ def ranked_queue(
         if d.job_id in facts
     ]
     shares = project_shares(session)
-    top_in_use, capacity = top_level_share(session, now, rules)
+    share = rules.top_share > 0
     return rank_queue(
         [*queued, *extra],
         rules,
         in_use=shares.in_use,
         weights=shares.weights,
-        top_in_use_gpus=top_in_use,
-        capacity_gpus=capacity,
+        top_in_use_gpus=top_level_gpus(session, now, rules) if share else 0,
+        capacity_gpus=sum(c.gpus for c in clusters if c.ready) if share else 0,
     )
 
 
-def top_level_share(session: Session, now: datetime, rules: ServiceRules) -> tuple[int, int]:
-    """What the top level's share is reckoned from: the GPUs its running jobs
-    hold and the GPUs of all ready clusters ((0, 0) when no share is set)."""
-    if rules.top_share <= 0:
-        return 0, 0
+def top_level_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
+    """The GPUs held by live attempts of jobs at the top service level (the
+    starting ones too: they hold their GPUs already)."""
     rows = session.execute(
         select(Job.id, Job.gpus)
         .join(JobAttempt, JobAttempt.job_id == Job.id)
         .where(JobAttempt.status.in_([s.value for s in LIVE_ATTEMPT_STATUSES]))
     ).all()
     ran = run_seconds(session, {row.id for row in rows}, now)
-    top = sum(
+    return sum(
         row.gpus
         for row in rows
         if service_level(ran.get(row.id, 0.0) * row.gpus, rules) == rules.top_level
     )
-    return top, sum(c.gpus for c in cluster_states(session, now) if c.ready)
 
 
 def place_queued_jobs(
@@ -182,7 +182,7 @@ def place_queued_jobs(
         if not any(c.ready and c.free for c in clusters):
             # Nothing can start: the queue, however long, need not be read.
             return PassResult(placed=[])
-        ranked = ranked_queue(session, now, rules or ServiceRules())
+        ranked = ranked_queue(session, now, rules or ServiceRules(), clusters)
         queue = ranked.order
         if preemption_grace_seconds is not None:
             queue = preemptors_first(

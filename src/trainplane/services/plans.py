@@ -154,7 +154,7 @@ def plan_job(
         # Submitted now, it has had no service and has waited for nothing:
         # ranked with the queue as the scheduler would rank it.
         submitted = QueuedJob(planned, spec.priority_rank, submitted=0.0)
-        ranked = ranked_queue(session, now, rules or ServiceRules(), extra=[submitted])
+        ranked = ranked_queue(session, now, rules or ServiceRules(), clusters, extra=[submitted])
         order = ranked.order
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1

@@ -163,7 +163,7 @@ def _service_choices(
         for a in running
     ]
     taken = {c.preemptor.job_id for c in already}
-    ranked = ranked_queue(session, now, rules)
+    ranked = ranked_queue(session, now, rules, clusters)
     waiting = [d for d in ranked.order if d.job_id not in taken]
     if not waiting:
         return []

@@ -104,12 +104,14 @@ def _plain_order(session: Session, rules: ServiceRules) -> bool:
 
 
 def _fair_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
-    order = ranked_queue(session, utcnow(), rules).order
+    now = utcnow()
+    clusters = cluster_states(session, now)
+    order = ranked_queue(session, now, rules, clusters).order
     return QueueSnapshot(
         positions={demand.job_id: index + 1 for index, demand in enumerate(order)},
         last=None,
         complete=True,
-        clusters=cluster_states(session, utcnow()),
+        clusters=clusters,
         quotas={q.project_id: q for q in project_quotas(session, utcnow())},
         taken=time.monotonic(),
     )

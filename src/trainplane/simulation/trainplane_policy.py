@@ -78,7 +78,7 @@ class TrainplanePolicy:
             # Nothing can start without a preemption: decide that without
             # ranking the queue, which is most of a pass's cost.
             best = max((_standing(sim, rules, now) for sim in view.queued), default=None)
-            held = self._running_standings(view)
+            held = shield_top_share(self._held(view), rules, view.gpus)
             if not self._may_preempt(view, best, held):
                 promotion_in = min(
                     (
@@ -105,7 +105,6 @@ class TrainplanePolicy:
             top_in_use_gpus=top_level_in_use(running_jobs, rules),
             capacity_gpus=view.gpus,
         )
-        order = ranked.order
         running = {
             sim.id: RunningAttempt(
                 attempt_id=sim.id,
@@ -126,7 +125,7 @@ class TrainplanePolicy:
         first: set[str] = set()
         if rules.preempt:
             for choice in choose_service_preemptions(
-                order,
+                ranked.order,
                 ranked.standing,
                 [cluster],
                 list(running.values()),
@@ -138,7 +137,7 @@ class TrainplanePolicy:
                 first.add(choice.preemptor.job_id)
         staying = [sim for sim in view.running if sim.id not in victims]
         cluster = _cluster(view, staying)
-        order = preemptors_first(order, first)
+        order = preemptors_first(ranked.order, first)
         placed = plan(order, [cluster], pinned=ranked.pinned).placements
         started = {job_id for job_id, _ in placed}
         wake = None
@@ -168,9 +167,6 @@ class TrainplanePolicy:
             )
             for sim in view.running
         ]
-
-    def _running_standings(self, view: View) -> dict[str, Standing]:
-        return shield_top_share(self._held(view), self.rules, view.gpus)
 
 
 def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
