@@ -15,7 +15,8 @@ the weights even for an fp32 model, so its K stays 12.
 
 On top of the model states come:
 
-- working buffers: DDP's gradient buckets (a second copy of the gradients),
+- working buffers: DDP's gradient buckets (a second copy of the gradients,
+  in a world of one too),
   ZeRO's reduce bucket and the parameters stage 3 keeps gathered (up to its
   live limit), and the unsharded layers FSDP2 gathers for the forward and
   backward (two in flight, for prefetching);
@@ -24,9 +25,11 @@ On top of the model states come:
   ``s*b*h*(34 + 5*a*s/h)`` bytes per layer in half precision (twice in fp32;
   without the ``5*a*s/h`` attention matrices under fused attention, the default),
   or only the layer inputs (``2*s*b*h`` each) plus one layer's worth with
-  activation checkpointing; plus the logits and their gradient over the
-  vocabulary; for a stack of dense layers, the inputs each layer keeps for
-  its backward;
+  activation checkpointing; plus, over the vocabulary, the logits in the
+  compute precision and three fp32 tensors alive together when the loss's
+  backward starts (the log-probabilities the loss keeps, their gradient and
+  the logits' gradient; measured on an H200, benchmarks/README.md); for a
+  stack of dense layers, the inputs each layer keeps for its backward;
 - initialization: what setting the model up needs beyond the steady state,
   where a path still puts the whole model on the GPU before sharding or
   casting it. FSDP2 shards on the meta device and fills the shards from
@@ -249,8 +252,9 @@ def estimate(
     if model.layers is None and strategy.type == "fsdp":
         notes.append(f"layer count unknown: taken as {ASSUMED_UNITS} sharded units")
     if strategy.type == "ddp":
-        # Gradients are copied into the all-reduce buckets.
-        gpu["buffers"] = full_grads if n > 1 else 0.0
+        # Gradients are copied into the all-reduce buckets, which DDP
+        # allocates as it wraps the model, whatever the world's size.
+        gpu["buffers"] = full_grads
     elif strategy.type == "fsdp":
         compute = 2.0 if workload.mixed else 4.0
         # Gathered weights of the units in flight, and their full gradients
@@ -360,7 +364,9 @@ def _activations(model: ModelShape, workload: Workload) -> tuple[float, bool]:
             kept = layers * 2 * s * b * h + per_layer
         else:
             kept = layers * per_layer
-        logits = s * b * (model.vocab_size or 0) * (2 + 4 + 4)
+        # The loss upcasts the logits: its fp32 log-probabilities, their
+        # gradient and the logits' gradient coexist as its backward starts.
+        logits = s * b * (model.vocab_size or 0) * (2 * scale + 3 * 4)
         return kept * scale + logits, True
     # Dense layers: each keeps its input, its pre-activation and a norm's input.
     per_layer = 3 * b * h * 2
