@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import httpx
+from step_points import read_points, summarise
 
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
@@ -44,18 +45,6 @@ from trainplane.testing.server import ServerProcess
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "lm"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
-
-
-def read_points(path: Path) -> list[tuple[int, float]]:
-    points = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [(p["step"], p["time"]) for p in points]
-
-
-def summarise(points: list[tuple[int, float]], started: float, skip: int) -> tuple[float, float]:
-    """(steps per second after ``skip`` steps, seconds from start to the first step)."""
-    steady = [p for p in points if p[0] > skip]
-    rate = (steady[-1][0] - steady[0][0]) / (steady[-1][1] - steady[0][1])
-    return rate, points[0][1] - started
 
 
 def spec(args: dict, metrics: Path) -> dict:

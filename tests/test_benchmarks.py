@@ -71,6 +71,18 @@ def test_gpu_suite_runs_in_its_cpu_smoke_mode_without_ray(tmp_path: Path) -> Non
     assert rows["command (cpu)"][-1] == "ok"
 
 
+def test_gpu_overhead_compares_bare_torchrun_and_the_runtime_in_its_cpu_smoke_mode() -> None:
+    run = run_benchmark(
+        "gpu_overhead.py", "--device", "cpu", "--small", "--steps", "12", "--skip", "2",
+        "--repeats", "1", "--json",
+    )  # fmt: skip
+    summary = json.loads(run.stdout.splitlines()[-1])
+    assert set(summary) == {"bare", "runtime"}
+    for figures in summary.values():
+        assert figures["steps_per_s"] > 0 and figures["first_step_s"] > 0
+    assert "trainplane runtime, torchrun" in run.stdout
+
+
 def test_dashboard_page_benchmark_loads_every_page() -> None:
     run = run_benchmark("dashboard_pages.py", "--jobs", "500", "--requests", "2")
     pages = [line.split()[0] for line in run.stdout.splitlines() if line.startswith("/")]
