@@ -2,7 +2,8 @@
 a Ray Train worker group of GPU workers built as the runtime builds it
 (runtime.ray_train), each worker recording what its rank process would be
 started with and whether the worker itself opened a process group or a CUDA
-context. Connects to RAY_ADDRESS; writes one JSON file per rank into argv[2]."""
+context. Connects to RAY_ADDRESS; writes one JSON file per rank into argv[2],
+and actors.json: the class names of the actors the run created."""
 
 from __future__ import annotations
 
@@ -60,3 +61,9 @@ if __name__ == "__main__":
         }
     )
     ray_train_trainer(spec, on_gpu=True, restarts_left=0, worker=probe).fit()
+    # Every actor this run created, dead or alive (runtime.lean_trainer).
+    from ray.util.state import list_actors
+
+    job = ray.get_runtime_context().get_job_id()
+    created = list_actors(filters=[("job_id", "=", job)], limit=1000, raise_on_missing_output=False)
+    (Path(OUT) / "actors.json").write_text(json.dumps(sorted({a.class_name for a in created})))

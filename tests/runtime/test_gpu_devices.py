@@ -92,8 +92,8 @@ def test_ray_train_workers_hand_their_ranks_the_nodes_gpus_without_a_process_gro
 ) -> None:
     """The Ray Train worker group as the runtime builds it: no torch process
     group (with NCCL: a communicator and a CUDA context per GPU) in the
-    workers, and each rank process sees the node's GPUs with its own at
-    LOCAL_RANK."""
+    workers, each rank process sees the node's GPUs with its own at
+    LOCAL_RANK, and the run starts no actor it does not need."""
     out = tmp_path / "ranks"
     out.mkdir()
     env = {
@@ -118,3 +118,8 @@ def test_ray_train_workers_hand_their_ranks_the_nodes_gpus_without_a_process_gro
         # cuda:LOCAL_RANK is the GPU Ray gave this rank's worker.
         assert r["visible"].split(",")[r["local_rank"]] == r["own"][0], r
     assert len({tuple(r["master"]) for r in ranks}) == 1
+    # Ray Train's controller and workers, without the dataset manager and the
+    # placement-group cleaner (runtime.lean_trainer).
+    actors = set(json.loads((out / "actors.json").read_text()))
+    assert {"TrainController", "RayTrainWorker"} <= actors, actors
+    assert not actors & {"DatasetManager", "PlacementGroupCleaner"}, actors

@@ -189,14 +189,15 @@ def ray_train_trainer(
 ) -> Any:
     """The trainer of ``resources.gpus`` workers each running ``worker``.
 
-    A plain DataParallelTrainer, not a TorchTrainer: that one would open a
+    A plain DataParallelTrainer (less two actors it does not need,
+    runtime.lean_trainer), not a TorchTrainer: that one would open a
     torch process group between the workers (NCCL on GPUs: a communicator and
     a CUDA context per GPU, taken from training) and share the node's GPUs
     among them its own way. The workers only supervise rank processes, which
     open the job's process group themselves."""
     from ray.train import BackendConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
+    from trainplane.runtime.lean_trainer import LeanTrainer
     from trainplane.runtime.restart_budget import RestartBudget
 
     resources = spec.resources
@@ -208,7 +209,7 @@ def ray_train_trainer(
         os.environ.get(tp_env.CHECKPOINT_URI)
         or os.path.join(tempfile.gettempdir(), "trainplane-ray-train", "checkpoints")
     )
-    return DataParallelTrainer(
+    return LeanTrainer(
         worker,
         # The workers get the stored form (plain JSON travels to any worker
         # process) and each parses it again.
