@@ -194,6 +194,19 @@ def _short(exc: BaseException, limit: int = 500) -> str:
 
 
 PROBE_TIMEOUT = 3.0
+_probe_client: httpx.Client | None = None
+_probe_client_lock = threading.Lock()
+
+
+def _prober() -> httpx.Client:
+    """One client for every probe, made on first use: ``httpx.get`` would build
+    a client, and with it an SSL context from the CA bundle, at every probe
+    of every cluster, a visible share of a waiting server's CPU."""
+    global _probe_client
+    with _probe_client_lock:
+        if _probe_client is None:
+            _probe_client = httpx.Client()
+        return _probe_client
 
 
 def probe(address: str, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
@@ -201,7 +214,7 @@ def probe(address: str, timeout: float = PROBE_TIMEOUT) -> tuple[bool, str]:
     (its Ray version, or why it is not ready). A health check: never raises."""
     address = address.rstrip("/")
     try:
-        response = httpx.get(f"{address}/api/version", timeout=timeout)
+        response = _prober().get(f"{address}/api/version", timeout=timeout)
     except httpx.HTTPError as exc:
         return False, f"{type(exc).__name__}: {exc}"[:500]
     if response.status_code != 200:
