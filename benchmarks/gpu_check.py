@@ -78,16 +78,21 @@ def tokens_per_second(metrics: Path, args: dict, skip: int) -> float:
     return steps * args["global_batch"] * args["seq_len"] / (steady[-1][1] - steady[0][1])
 
 
-def run_trainplane(strategy: dict, args: dict, precision: str, work: Path, device: str) -> Path:
-    metrics = work / f"tp-{time.monotonic_ns()}.jsonl"
-    spec = {
+def one_gpu_lm_spec(name: str, args: dict, strategy: dict, precision: str) -> dict:
+    """The job spec of the LM example's train function on one GPU."""
+    return {
         "kind": "train",
-        "name": "gpu-check",
+        "name": name,
         "entrypoint": {"function": "train:train_loop", "args": args},
         "resources": {"gpus": 1},
         "strategy": strategy,
         "precision": precision,
     }
+
+
+def run_trainplane(strategy: dict, args: dict, precision: str, work: Path, device: str) -> Path:
+    metrics = work / f"tp-{time.monotonic_ns()}.jsonl"
+    spec = one_gpu_lm_spec("gpu-check", args, strategy, precision)
     env = {
         **os.environ,
         "TRAINPLANE_SPEC": json.dumps(spec),

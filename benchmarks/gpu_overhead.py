@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from gpu_check import one_gpu_lm_spec
 from step_points import read_points, summarise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,14 +65,7 @@ def bare(work: Path, args: dict, precision: str, device: str) -> tuple[list, flo
 
 def runtime(work: Path, args: dict, precision: str, device: str) -> tuple[list, float]:
     metrics = work / f"runtime-{time.monotonic_ns()}.jsonl"
-    spec = {
-        "kind": "train",
-        "name": "gpu-overhead",
-        "entrypoint": {"function": "train:train_loop", "args": args},
-        "resources": {"gpus": 1},
-        "strategy": {"type": "ddp"},
-        "precision": precision,
-    }
+    spec = one_gpu_lm_spec("gpu-overhead", args, {"type": "ddp"}, precision)
     env = environment(device) | {
         "TRAINPLANE_SPEC": json.dumps(spec),
         "TRAINPLANE_METRICS_FILE": str(metrics),

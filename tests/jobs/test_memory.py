@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.factories import finetune_spec
+from tests.factories import example_module, finetune_spec
 from trainplane.jobs.memory import (
     CPU_FRAMEWORK_BYTES,
     CUDA_CONTEXT_BYTES,
@@ -212,9 +212,13 @@ LABELS |= {f"zero{n}": zero(n) for n in (1, 2, 3)}
 )
 def test_the_estimate_covers_what_a_gpu_measured_without_wasting_it(dims, label):
     d_model, layers, vocab, seq_len, batch, heads = dims
-    parameters = layers * (12 * d_model**2 + 13 * d_model) + (2 * vocab + seq_len + 2) * d_model
+    lm = {"d_model": d_model, "layers": layers, "vocab": vocab, "seq_len": seq_len}
     shape = ModelShape(
-        parameters, layers=layers, hidden_size=d_model, heads=heads, vocab_size=vocab
+        example_module("lm").parameter_count(lm),
+        layers=layers,
+        hidden_size=d_model,
+        heads=heads,
+        vocab_size=vocab,
     )
     got = estimate(shape, Workload("bf16", batch, seq_len), LABELS[label], 1)
     allocated = (got.total - got.gpu["framework"]) / 1e9  # what the allocator counts
