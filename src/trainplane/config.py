@@ -69,11 +69,12 @@ class Settings(BaseSettings):
     )
     scheduler_lease_seconds: float = Field(default=30.0, gt=0)
     rank_pool_idle_seconds: float = Field(
-        default=0.0,
+        default=300.0,
         ge=0,
         description="How long a node's warm parent of rank processes (torch imported; one "
         "per project and Python environment, no GPU, no Ray resources) waits for the next "
-        "rank before it exits; 0 (the default) turns the pool off (runtime.rank_pool).",
+        "rank before it exits; 0 turns the pool off, and a job's entrypoint.env may turn it "
+        "off for itself with TRAINPLANE_RANK_POOL_IDLE_SECONDS=0 (runtime.rank_pool).",
     )
     scheduler_batch: int = Field(default=64, ge=1, description="Attempts claimed per iteration.")
     scheduler_threads: int = Field(default=8, ge=1, description="Concurrent cluster calls.")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.chaos.conftest import server_env
@@ -88,9 +89,11 @@ def assert_resumed_from(service: Service, job_id: str, step: int, reference: dic
 
 
 def on_node(pids: list[int], node: LocalRayWorkerNode) -> list[int]:
-    """The processes among ``pids`` that belong to ``node`` (its session)."""
+    """The processes among ``pids`` that descend from ``node``'s own process
+    (a rank forked by the rank pool has a session of its own)."""
     assert node.process is not None
-    return [pid for pid in pids if os.getsid(pid) == node.process.pid]
+    root = node.process.pid
+    return [pid for pid in pids if root in {p.pid for p in psutil.Process(pid).parents()}]
 
 
 def test_a_killed_process_on_a_worker_node_resumes_from_the_last_checkpoint(

@@ -107,3 +107,19 @@ def test_a_job_may_name_its_own_metrics_file():
         }
     )
     assert spec.entrypoint.env == {"TRAINPLANE_METRICS_FILE": "/tmp/metrics.jsonl"}
+
+
+def with_env(env: dict, secrets: dict | None = None) -> dict:
+    entrypoint = {**train_spec()["entrypoint"], "env": env, "secrets": secrets or {}}
+    return {**train_spec(), "entrypoint": entrypoint}
+
+
+def test_a_job_may_turn_the_rank_pool_off_for_itself_and_nothing_more():
+    spec = parse_spec(with_env({"TRAINPLANE_RANK_POOL_IDLE_SECONDS": 0}))
+    assert spec.entrypoint.env == {"TRAINPLANE_RANK_POOL_IDLE_SECONDS": "0"}
+    with pytest.raises(ValidationError) as caught:
+        parse_spec(with_env({"TRAINPLANE_RANK_POOL_IDLE_SECONDS": "86400"}))
+    assert "entrypoint.env" in str(caught.value)
+    assert "'TRAINPLANE_RANK_POOL_IDLE_SECONDS' may only be '0'" in str(caught.value)
+    with pytest.raises(ValidationError, match="not from a secret"):
+        parse_spec(with_env({}, {"TRAINPLANE_RANK_POOL_IDLE_SECONDS": "pool-idle"}))

@@ -23,6 +23,9 @@ import os, sys, time
 def train_loop(ctx):
     print("pid", os.getpid(), flush=True)
     print("seen", os.getcwd(), os.environ.get("MARKER"), sys.path[0], flush=True)
+    print("hash randomization", sys.flags.hash_randomization, flush=True)
+    import torch
+    print("threads", torch.get_num_threads(), flush=True)
     mode = os.environ.get("MODE")
     if mode == "fail":
         raise RuntimeError("boom")
@@ -45,6 +48,7 @@ def rank_env(marker: str, mode: str = "") -> dict[str, str]:
         **{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"},
         "MARKER": marker,
         "MODE": mode,
+        "TRAINPLANE_ATTEMPT_ID": f"attempt-{marker}",
         rank_pool.IDLE_ENV: "60",
     }
 
@@ -99,6 +103,12 @@ def test_a_rank_whose_worker_is_gone_is_killed(pool, tmp_path):
     rank = run(pool, tmp_path, rank_env("hang", "hang"))
     pid = int(rank.stdout.readline().split()[1])
     assert psutil.pid_exists(pid)
+    # It says what it is, not the parent's command line it was forked with.
+    command = " ".join(psutil.Process(pid).cmdline())
+    assert "trainplane.runtime.local rank 0 attempt attempt-hang" in command, command
+    assert "rank_pool" not in command
+    # Scheduled with its parent's session, not in a group of its own.
+    assert os.getsid(pid) != pid
     rank._connection.close()  # as when the worker process dies
     deadline = time.monotonic() + 30
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
@@ -113,3 +123,33 @@ def test_off_or_without_a_parent_the_worker_starts_its_own_rank(tmp_path, monkey
     assert isinstance(rank, subprocess.Popen)
     assert b"seen" in rank.stdout.read()
     assert rank.wait() == 0
+
+
+def test_what_only_a_fresh_process_honours_gets_a_parent_started_with_it(pool, tmp_path):
+    # PYTHONHASHSEED is read as the interpreter starts, OMP_NUM_THREADS as
+    # torch's thread pool does: a fork of the pool's parent would ignore them.
+    # Such a job gets a parent of its own, which has them.
+    (tmp_path / "train.py").write_text(CODE)
+    seeded = {**rank_env("seeded"), "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    one_thread = {**rank_env("x"), "OMP_NUM_THREADS": "1"}
+    assert rank_pool.socket_path(pool, one_thread) != rank_pool.socket_path(pool, rank_env("x"))
+    assert rank_pool.socket_path(pool, seeded) != rank_pool.socket_path(pool, one_thread)
+    assert rank_pool.socket_path(pool, rank_env("x")) == rank_pool.socket_path(pool, {})
+    path = rank_pool.socket_path(pool, seeded)
+    assert rank_pool.start_rank(pool, seeded, str(tmp_path), 60) is None  # none yet: started
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            assert time.monotonic() < deadline, "the seeded parent never listened"
+            time.sleep(0.1)
+        rank = run(pool, tmp_path, seeded)
+        output = rank.stdout.read().decode()
+        assert rank.wait() == 0, output
+        assert "hash randomization 0" in output and "threads 1" in output, output
+    finally:
+        for process in psutil.process_iter(["cmdline"]):
+            if str(path) in (process.info["cmdline"] or []):
+                process.terminate()
+    plain = run(pool, tmp_path, rank_env("plain"))
+    assert "hash randomization 1" in plain.stdout.read().decode()
+    assert plain.wait() == 0

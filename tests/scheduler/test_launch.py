@@ -218,7 +218,7 @@ def test_a_stored_spec_that_no_longer_parses_fails_its_launch_naming_the_field(t
     assert "`resources`: gpus (2) must be a multiple of gpus_per_node (3)" in outcome.message
 
 
-def test_the_rank_pool_reaches_the_runtime_only_when_the_server_turns_it_on():
+def test_the_rank_pool_reaches_the_runtime_as_the_server_and_the_job_say():
     from trainplane.config import Settings
     from trainplane.runtime.rank_pool import IDLE_ENV, idle_seconds
 
@@ -234,8 +234,13 @@ def test_the_rank_pool_reaches_the_runtime_only_when_the_server_turns_it_on():
         checkpoint_dir="/ckpt",
         model_dir="/model",
     )
-    assert Settings().rank_pool_idle_seconds == 0  # off unless the operator asks
+    assert Settings().rank_pool_idle_seconds == 300  # on unless the operator turns it off
     off = launch_request(**common).runtime_env["env_vars"]
     assert IDLE_ENV not in off and idle_seconds(off) == 0
     on = launch_request(**common, rank_pool_idle_seconds=300).runtime_env["env_vars"]
     assert on[IDLE_ENV] == "300" and idle_seconds(on) == 300
+    # A job may turn it off for itself.
+    entrypoint = {**spec.entrypoint.model_dump(), "env": {IDLE_ENV: "0"}}
+    opted_out = spec.model_copy(update={"entrypoint": type(spec.entrypoint)(**entrypoint)})
+    own = launch_request(**{**common, "spec": opted_out}, rank_pool_idle_seconds=300)
+    assert idle_seconds(own.runtime_env["env_vars"]) == 0

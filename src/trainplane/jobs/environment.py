@@ -17,8 +17,14 @@ from pydantic import Field, StringConstraints
 from pydantic_core import PydanticCustomError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# trainplane's variables a job may set itself: the runtime's optional outputs.
-USER_SETTABLE_ENV = frozenset({"TRAINPLANE_METRICS_FILE", "TRAINPLANE_START_EVENTS_FILE"})
+# A job may turn the rank pool (runtime.rank_pool) off for itself, to "0" only:
+# how long a warm parent waits on a node is the operator's to say.
+RANK_POOL_ENV = "TRAINPLANE_RANK_POOL_IDLE_SECONDS"
+# trainplane's variables a job may set itself: the runtime's optional outputs,
+# and the rank pool's opt-out.
+USER_SETTABLE_ENV = frozenset(
+    {"TRAINPLANE_METRICS_FILE", "TRAINPLANE_START_EVENTS_FILE", RANK_POOL_ENV}
+)
 RESERVED_ENV = frozenset(
     {
         "RANK",
@@ -70,6 +76,13 @@ def env_values(value: Any) -> Any:
             if isinstance(item, bool)
             else (str(item) if isinstance(item, int | float) else item)
         )
+    if RANK_POOL_ENV in out and out[RANK_POOL_ENV] != "0":
+        raise PydanticCustomError(
+            "env_rank_pool",
+            "'{key}' may only be '0' (this job's ranks start without the rank pool); "
+            "how long the pool waits is the server's rank_pool_idle_seconds",
+            {"key": RANK_POOL_ENV},
+        )
     return out
 
 
@@ -79,6 +92,12 @@ def secret_refs(value: Any) -> Any:
     if isinstance(value, dict):
         for key in value:
             check_env_name(key)
+            if key == RANK_POOL_ENV:
+                raise PydanticCustomError(
+                    "env_reserved",
+                    "'{key}' is set in entrypoint.env, not from a secret",
+                    {"key": key},
+                )
     return value
 
 

@@ -19,9 +19,15 @@ Train worker's. It exits after ``idle`` seconds without a request. The first
 worker that finds no parent starts one, through a detached keeper actor on its
 node (no CPU, no GPU; it ends with its parent), and starts its own rank the
 usual way meanwhile. ``TRAINPLANE_RANK_POOL_IDLE_SECONDS`` (set by the scheduler from
-its ``rank_pool_idle_seconds``; 0, the default, turns the pool off) is how
-long it waits. A forked rank's command line and ``/proc/<pid>/environ`` are its
-parent's: tools that find a job's ranks by them do not see pooled ranks.
+its ``rank_pool_idle_seconds``; a job's ``entrypoint.env`` may set it to 0) is
+how long it waits; 0 turns the pool off.
+
+What only takes effect as a process starts (the dynamic loader's ``LD_*``,
+the interpreter's ``PYTHON*`` flags, the allocator's and OpenMP's settings)
+cannot be given to a forked rank: those variables, as the rank would have them,
+are part of the pool's key, and a parent is started with them. A forked rank
+names itself in its command line (``trainplane.runtime.local rank R attempt
+A``, via setproctitle); its ``/proc/<pid>/environ`` stays its parent's.
 
     python -m trainplane.runtime.rank_pool <socket path> <idle seconds>
 """
@@ -54,14 +60,42 @@ def idle_seconds(environ: dict[str, str] | os._Environ[str] = os.environ) -> flo
         return 0.0
 
 
-def socket_path(project: str) -> Path:
-    """Where this project's parent for this Python environment listens."""
+# Read by the loader, the interpreter, the allocator or OpenMP as a process
+# starts, so a fork cannot take them from the rank's environment. PYTHONPATH
+# and PYTHONUNBUFFERED are applied in the fork (_become_rank). OMP_NUM_THREADS
+# above all: Ray sets it to a worker's CPUs (1 by default), and a rank forked
+# from a parent without it runs torch's pool on every core (two ranks on 2
+# cores trained at a fifth of their speed).
+_START_PREFIXES = ("LD_", "PYTHON", "MALLOC_", "GLIBC_", "OMP_", "KMP_", "GOMP_", "MKL_")
+_APPLIED_IN_FORK = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})
+
+
+def start_time_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` that only a fresh process would honour."""
+    return {
+        key: value
+        for key, value in env.items()
+        if key.startswith(_START_PREFIXES) and key not in _APPLIED_IN_FORK
+    }
+
+
+def socket_path(project: str, env: dict[str, str] | None = None) -> Path:
+    """Where this project's parent for this Python environment (and these
+    start-time variables of the rank's ``env``) listens."""
     import trainplane
 
     package = Path(trainplane.__file__).parent
     newest = max(path.stat().st_mtime_ns for path in package.glob("runtime/*.py"))
     key = json.dumps(
-        [project, sys.executable, sys.prefix, trainplane.__version__, newest, _ray_node()]
+        [
+            project,
+            sys.executable,
+            sys.prefix,
+            trainplane.__version__,
+            newest,
+            _ray_node(),
+            sorted(start_time_env(env or {}).items()),
+        ]
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     folder = Path(tempfile.gettempdir()) / f"trainplane-rank-pool-{os.getuid()}"
@@ -97,13 +131,13 @@ class PooledRank:
 def start_rank(project: str, env: dict[str, str], cwd: str, idle: float) -> PooledRank | None:
     """A rank process from the pool, or None (after starting a parent for
     the next time, when none answers): the caller then starts its own."""
-    path = socket_path(project)
+    path = socket_path(project, env)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(str(path))
     except OSError:
         connection.close()
-        _start_parent(path, idle)
+        _start_parent(path, idle, start_time_env(env))
         return None
     read_end, write_end = os.pipe()
     try:
@@ -140,14 +174,16 @@ def start_rank_process(
     )
 
 
-def _start_parent(path: Path, idle: float) -> subprocess.Popen[bytes] | None:
+def _start_parent(
+    path: Path, idle: float, start_env: dict[str, str]
+) -> subprocess.Popen[bytes] | None:
     """Inside Ray, a detached keeper actor on this node starts the parent:
     Ray kills whatever a job's worker leaves behind, wherever it went, and the
     parent must outlive the job. Outside Ray, a process of its own."""
     import ray
 
     if not ray.is_initialized():
-        return _spawn_parent(path, idle, new_session=True)
+        return _spawn_parent(path, idle, start_env, new_session=True)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     keeper = ray.remote(ParentKeeper).options(
@@ -161,14 +197,18 @@ def _start_parent(path: Path, idle: float) -> subprocess.Popen[bytes] | None:
             ray.get_runtime_context().get_node_id(), soft=False
         ),
     )
-    keeper.remote(str(path), idle)
+    keeper.remote(str(path), idle, start_env)
     return None
 
 
-def _spawn_parent(path: Path, idle: float, *, new_session: bool) -> subprocess.Popen[bytes]:
+def _spawn_parent(
+    path: Path, idle: float, start_env: dict[str, str], *, new_session: bool
+) -> subprocess.Popen[bytes]:
     # Nothing of the job that starts it: not its folder, nor its environment
-    # (a PYTHONPATH naming its code would reach every later job's ranks).
+    # (a PYTHONPATH naming its code would reach every later job's ranks), but
+    # the start-time variables its key was made of.
     env = {key: os.environ[key] for key in _PARENT_ENV if key in os.environ}
+    env.update(start_env)
     return subprocess.Popen(
         [sys.executable, "-m", "trainplane.runtime.rank_pool", str(path), f"{idle:g}"],
         cwd=tempfile.gettempdir(),
@@ -184,10 +224,10 @@ def _spawn_parent(path: Path, idle: float, *, new_session: bool) -> subprocess.P
 class ParentKeeper:
     """A detached Ray actor holding one parent (no CPU, no GPU), gone with it."""
 
-    def __init__(self, path: str, idle: float) -> None:
+    def __init__(self, path: str, idle: float, start_env: dict[str, str]) -> None:
         import threading
 
-        self._parent = _spawn_parent(Path(path), idle, new_session=False)
+        self._parent = _spawn_parent(Path(path), idle, start_env, new_session=False)
         threading.Thread(target=self._end_with_parent, daemon=True).start()
 
     def _end_with_parent(self) -> None:
@@ -290,13 +330,20 @@ def _become_rank(env: dict[str, str], cwd: str, output: int) -> None:
         from trainplane.runtime.processes import die_with_parent
 
         die_with_parent()  # with its minder, as with its worker otherwise
-        os.setsid()
+        # No session of its own: with the kernel's autogroup scheduling, a
+        # session is a scheduling group, and two ranks in groups of their own
+        # shared 2 cores with Ray's processes so badly that they trained at
+        # 0.8x a fresh rank's speed. In its parent's session (the Ray node's, by
+        # the keeper actor) it is scheduled as a rank the worker started.
         os.dup2(output, 1)
         os.dup2(output, 2)
         os.close(output)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.chdir(cwd)
+        # Before the environment is cleared: setproctitle finds the room for
+        # the title from where the process's environment strings are.
+        _name_process(env)
         os.environ.clear()
         os.environ.update(env)
         extra = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
@@ -317,6 +364,20 @@ def _become_rank(env: dict[str, str], cwd: str, output: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _name_process(env: dict[str, str]) -> None:
+    """The rank's command line says what it is (``ps``, and whoever looks
+    for a job's ranks by it), not the parent's ``rank_pool`` line it forked with."""
+    try:
+        from setproctitle import setproctitle
+    except ImportError:  # an image without it: the ranks still run
+        return
+    from trainplane.runtime import env as tp_env
+
+    rank = env.get("RANK", "?")
+    attempt = env.get(tp_env.ATTEMPT_ID, "-")
+    setproctitle(f"{sys.executable} -m trainplane.runtime.local rank {rank} attempt {attempt}")
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ def launch_request(
     entrypoint = entrypoint_of(spec)  # None: the kind runs a recipe
     env_vars = {
         START_TIMEOUT_ENV: f"{start_timeout:g}",
+        # A job's own entrypoint.env may turn the pool off for itself.
+        **({RANK_POOL_IDLE_ENV: f"{rank_pool_idle_seconds:g}"} if rank_pool_idle_seconds else {}),
         **(entrypoint.env if entrypoint is not None else {}),
         tp_env.SPEC: json.dumps(spec.model_dump(mode="json"), separators=(",", ":")),
         tp_env.JOB_ID: job_id,
@@ -83,8 +85,6 @@ def launch_request(
         "RAY_COLOR_PREFIX": "0",
         "RAY_DEDUP_LOGS": "0",
     }
-    if rank_pool_idle_seconds > 0:
-        env_vars[RANK_POOL_IDLE_ENV] = f"{rank_pool_idle_seconds:g}"
     if decision_steps:
         # A sweep's trial: its runtime reports these steps at once (runtime.reporting).
         env_vars[tp_env.DECISION_STEPS] = ",".join(str(step) for step in decision_steps)

@@ -7,9 +7,11 @@ from pathlib import Path
 
 def attempt_processes(attempt_id: str, marker: str) -> list[int]:
     """PIDs of this machine's processes of one attempt (by the attempt id in
-    their environment) whose command line contains ``marker``."""
+    their environment, or in the command line a rank forked by the rank pool
+    gives itself) whose command line contains ``marker``."""
     found = []
     needle = f"TRAINPLANE_ATTEMPT_ID={attempt_id}".encode()
+    named = f" attempt {attempt_id}"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -18,6 +20,6 @@ def attempt_processes(attempt_id: str, marker: str) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if marker in command and needle in environ:
+        if marker in command and (needle in environ or command.rstrip().endswith(named)):
             found.append(int(entry.name))
     return found
