@@ -66,16 +66,25 @@ def test_gradient_clipping_is_applied(tmp_path: Path) -> None:
     assert free[5] != clipped[5]
 
 
-def test_ddp_in_a_world_of_one_trains_the_bare_module_and_resumes(tmp_path: Path) -> None:
+def test_ddp_in_a_world_of_one_trains_without_ddp_and_resumes(tmp_path: Path) -> None:
     # No DistributedDataParallel around a world of one (no gradient buckets to
     # fill and all-reduce with itself); its checkpoints resume as before.
     policy = {"every_steps": 3}
     first, ctx = run(str(tmp_path / "a"), tmp_path, steps=6, checkpoint=policy)
-    assert ctx._prepared().model is ctx.unwrap()
-    assert not isinstance(ctx.unwrap(), torch.nn.parallel.DistributedDataParallel)
+    prepared = ctx._prepared().model
+    assert not isinstance(prepared, torch.nn.parallel.DistributedDataParallel)
+    assert prepared.module is ctx.unwrap()  # as DDP's, for code that reaches for it
     resumed, again = run(str(tmp_path / "a"), tmp_path, steps=8, checkpoint=policy, name="b")
     assert again.resumed_from is not None and again.resumed_from.endswith("/step-6")
     assert sorted(resumed) == [7, 8] and resumed[8] < first[1]
+
+
+def test_mixed_precision_leaves_the_users_module_as_it_was(tmp_path: Path) -> None:
+    # The autocast goes on the wrapper's forward: an export of the user's
+    # module must not trace a bf16 forward.
+    _, ctx = run(str(tmp_path / "a"), tmp_path, steps=2, checkpoint={}, precision="bf16")
+    assert "forward" not in vars(ctx.unwrap())
+    assert "forward" in vars(ctx._prepared().model)
 
 
 def test_the_users_deepspeed_config_is_merged_over_the_generated_one() -> None:
