@@ -83,6 +83,17 @@ def test_gpu_overhead_compares_bare_torchrun_and_the_runtime_in_its_cpu_smoke_mo
     assert "trainplane runtime, torchrun" in run.stdout
 
 
+def test_pooled_ranks_compares_fresh_and_forked_ranks_in_its_smoke_mode() -> None:
+    run = run_benchmark(
+        "pooled_ranks.py", "--small", "--steps", "12", "--skip", "2", "--repeats", "2", "--json"
+    )
+    summary = json.loads(run.stdout.splitlines()[-1])
+    assert set(summary) == {"fresh", "pool"}
+    for figures in summary.values():
+        assert figures["steps_per_s"] > 0 and figures["first_step_s"] > 0
+    assert "forked from the pool" in run.stdout
+
+
 def test_dashboard_page_benchmark_loads_every_page() -> None:
     run = run_benchmark("dashboard_pages.py", "--jobs", "500", "--requests", "2")
     pages = [line.split()[0] for line in run.stdout.splitlines() if line.startswith("/")]
