@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 from gpu_check import one_gpu_lm_spec
-from step_points import read_points, summarise
+from step_points import medians, print_table, read_points, summarise
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "lm"
@@ -93,23 +92,13 @@ def main() -> None:
                 points, started = way(Path(folder), args, precision, options.device)
                 results[name].append(summarise(points, started, options.skip))
 
-    def median(name: str, index: int) -> float:
-        return statistics.median(r[index] for r in results[name])
-
-    base = median("bare", 0)
+    figures = medians(results)
     where = "one GPU" if options.device == "cuda" else "one CPU worker"
     print(f"{options.steps} steps, {where}, {precision}, median of {options.repeats}:")
-    print(f"{'':34}{'steps/s':>9}{'ratio':>8}{'first step (s)':>16}")
     labels = {"bare": "bare torchrun (plain PyTorch)", "runtime": "trainplane runtime, torchrun"}
-    for name, label in labels.items():
-        rate = median(name, 0)
-        print(f"{label:34}{rate:>9.2f}{rate / base:>8.3f}{median(name, 1):>16.1f}")
+    print_table(figures, labels, rate_digits=2)
     if options.json:
-        summary = {
-            name: {"steps_per_s": median(name, 0), "first_step_s": median(name, 1)}
-            for name in results
-        }
-        print(json.dumps(summary))
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

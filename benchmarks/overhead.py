@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import time
 from pathlib import Path
 
 import httpx
-from step_points import read_points, summarise
+from step_points import medians, print_table, read_points, summarise
 
 from trainplane.backends.local_ray import LocalRayHead
 from trainplane.db import migrate
@@ -131,7 +130,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="tp-overhead-", dir="/tmp"))
     os.environ["HOME"] = str(work)  # Ray writes under $HOME
     db = f"sqlite:///{work / 'trainplane.db'}"
-    results: dict[str, list[tuple[float, float]]] = {"bare": [], "local": [], "service": []}
+    results: dict[str, list[tuple[float, float]]] = {"bare": [], "runtime": [], "service": []}
     try:
         with LocalRayHead(work / "ray", slots=2) as head:
             migrate.upgrade(db)
@@ -148,7 +147,7 @@ def main() -> None:
                 through_service(server.url, http, work, {"steps": 20})  # warm Ray's caches
                 for _ in range(options.repeats):  # interleaved, so drift hits all three
                     results["bare"].append(summarise(*bare(work, args), options.skip))
-                    results["local"].append(
+                    results["runtime"].append(
                         summarise(*runtime_under_torchrun(work, args), options.skip)
                     )
                     results["service"].append(
@@ -157,32 +156,25 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    def median(key: str, index: int) -> float:
-        return statistics.median(r[index] for r in results[key])
-
-    base = median("bare", 0)
+    figures = medians(results)
     print(f"{options.steps} steps, 2 CPU workers (gloo), median of {options.repeats}:")
-    print(f"{'':34}{'steps/s':>9}{'ratio':>8}{'first step (s)':>16}")
     labels = {
         "bare": "bare torchrun (plain PyTorch)",
-        "local": "trainplane runtime, torchrun",
+        "runtime": "trainplane runtime, torchrun",
         "service": "trainplane service (Ray Train)",
     }
-    for key, label in labels.items():
-        rate = median(key, 0)
-        print(f"{label:34}{rate:>9.1f}{rate / base:>8.3f}{median(key, 1):>16.1f}")
-    ratio, local_ratio = median("service", 0) / base, median("local", 0) / base
-    print(f"target: service steps/s >= 0.95 x bare: {'met' if ratio >= 0.95 else 'NOT met'}")
-    print(f"target: runtime steps/s >= 0.98 x bare: {'met' if local_ratio >= 0.98 else 'NOT met'}")
-    first = median("service", 1) <= 2 * median("bare", 1)
-    print(f"target: service first step <= 2 x bare's: {'met' if first else 'NOT met'}")
+    print_table(figures, labels)
+    rates = {way: figures[way]["steps_per_s"] / figures["bare"]["steps_per_s"] for way in labels}
+    first = figures["service"]["first_step_s"] / figures["bare"]["first_step_s"]
+    targets = {
+        "service steps/s >= 0.95 x bare": rates["service"] >= 0.95,
+        "runtime steps/s >= 0.98 x bare": rates["runtime"] >= 0.98,
+        "service first step <= 2 x bare's": first <= 2,
+    }
+    for target, met in targets.items():
+        print(f"target: {target}: {'met' if met else 'NOT met'}")
     if options.json:
-        names = {"bare": "bare", "local": "runtime", "service": "service"}
-        summary = {
-            name: {"steps_per_s": median(key, 0), "first_step_s": median(key, 1)}
-            for key, name in names.items()
-        }
-        print(json.dumps(summary))
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from step_points import read_points, summarise
+from step_points import medians, print_table, read_points, summarise
 
 from trainplane.net import free_port
 from trainplane.runtime import rank_pool
@@ -130,20 +129,11 @@ def main() -> None:
         parent.wait(30)
         shutil.rmtree(work, ignore_errors=True)
 
-    def median(way: str, index: int) -> float:
-        return statistics.median(sample[index] for sample in results[way])
-
-    base = median("fresh", 0)
+    figures = medians(results)
     print(f"{options.steps} steps, 2 CPU ranks (gloo), median of {options.repeats}:")
-    print(f"{'':32}{'steps/s':>9}{'ratio':>8}{'first step (s)':>16}")
-    for way, label in (("fresh", "fresh rank processes"), ("pool", "forked from the pool")):
-        rate = median(way, 0)
-        print(f"{label:32}{rate:>9.1f}{rate / base:>8.3f}{median(way, 1):>16.2f}")
+    print_table(figures, {"fresh": "fresh rank processes", "pool": "forked from the pool"})
     if options.json:
-        summary = {
-            way: {"steps_per_s": median(way, 0), "first_step_s": median(way, 1)} for way in results
-        }
-        print(json.dumps(summary))
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

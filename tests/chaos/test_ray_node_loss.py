@@ -90,7 +90,7 @@ def assert_resumed_from(service: Service, job_id: str, step: int, reference: dic
 
 def on_node(pids: list[int], node: LocalRayWorkerNode) -> list[int]:
     """The processes among ``pids`` that descend from ``node``'s own process
-    (a rank forked by the rank pool has a session of its own)."""
+    (a rank forked by the rank pool is its node's, not its worker's, child)."""
     assert node.process is not None
     root = node.process.pid
     return [pid for pid in pids if root in {p.pid for p in psutil.Process(pid).parents()}]

@@ -190,7 +190,7 @@ def test_a_gpu_carries_the_cuda_context_nccl_and_fragmentation_a_cpu_worker_its_
 
 
 def test_ddp_buckets_copy_the_gradients_only_in_a_world_of_more_than_one():
-    # A world of one trains the bare module (runtime/strategies/ddp.py).
+    # A world of one trains without DDP (runtime/strategies/ddp.py).
     one = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 1)
     two = estimate(ModelShape(1e8), MIXED, StrategyChoice("ddp"), 2)
     assert one.gpu["buffers"] == 0.0

@@ -16,7 +16,7 @@ the weights even for an fp32 model, so its K stays 12.
 On top of the model states come:
 
 - working buffers: DDP's gradient buckets (a second copy of the gradients;
-  a world of one trains unwrapped),
+  a world of one trains without DDP),
   ZeRO's reduce bucket and the parameters stage 3 keeps gathered (up to its
   live limit), and the unsharded layers FSDP2 gathers for the forward and
   backward (two in flight, for prefetching);
@@ -253,7 +253,7 @@ def estimate(
         notes.append(f"layer count unknown: taken as {ASSUMED_UNITS} sharded units")
     if strategy.type == "ddp":
         # Gradients are copied into the all-reduce buckets, which DDP
-        # allocates as it wraps the model; a world of one is not wrapped.
+        # allocates as it wraps the model; a world of one trains without it.
         gpu["buffers"] = full_grads if n > 1 else 0.0
     elif strategy.type == "fsdp":
         compute = 2.0 if workload.mixed else 4.0
