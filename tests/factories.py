@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from trainplane.db.base import utcnow
@@ -262,3 +262,49 @@ def job_attempts(session: Session, job_id: str) -> list[JobAttempt]:
                 select(JobAttempt).where(JobAttempt.job_id == job_id).order_by(JobAttempt.number)
             )
         )
+
+
+def aged_job(
+    session: Session,
+    name: str,
+    gpus: int,
+    *,
+    project: Project,
+    ago: timedelta = timedelta(0),
+    status: JobStatus = JobStatus.QUEUED,
+    **spec: Any,
+) -> str:
+    """A command job of ``project`` submitted ``ago`` before now; its id."""
+    (job_id,) = insert_jobs(
+        session,
+        1,
+        spec=small_spec(name, gpus=gpus, **spec),
+        project_id=project.id,
+        created_at=utcnow() - ago,
+        status=status,
+    )
+    return job_id
+
+
+def ran_for(
+    session: Session,
+    job_id: str,
+    *,
+    hours: float,
+    cluster: str | None = None,
+    number: int = 1,
+    live: bool = False,
+) -> str:
+    """An attempt of the job that started ``hours`` ago (ended now unless
+    ``live``); its id."""
+    attempt = make_attempt(
+        session, job_id, number=number, status="RUNNING" if live else "STOPPED", cluster_id=cluster
+    )
+    now = utcnow()
+    with session.begin():
+        session.execute(
+            update(JobAttempt)
+            .where(JobAttempt.id == attempt.id)
+            .values(started_at=now - timedelta(hours=hours), finished_at=None if live else now)
+        )
+    return attempt.id

@@ -135,6 +135,16 @@ class Settings(BaseSettings):
         "the share cannot be stopped by lower levels, and while it holds less its oldest "
         "queued jobs go first. 0 turns the share off.",
     )
+    fifo_wait_factor: float = Field(
+        default=1.0,
+        ge=0,
+        description="Bound on every job's wait: this times the longest wait first come, "
+        "first served would have imposed on the jobs submitted in the last "
+        "fifo_wait_window_seconds (estimated from the work ahead of each when it was "
+        "queued). A job that has waited that long goes first and holds the reservation. "
+        "0 turns the bound off (starvation_seconds remains).",
+    )
+    fifo_wait_window_seconds: float = Field(default=2_592_000.0, gt=0)
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
@@ -251,6 +261,8 @@ class Settings(BaseSettings):
             min_run_seconds=self.preemption_min_runtime_seconds,
             preempt=self.service_preemption_enabled,
             top_share=self.top_level_share,
+            fifo_wait_factor=self.fifo_wait_factor,
+            fifo_wait_window_seconds=self.fifo_wait_window_seconds,
         )
 
     @property

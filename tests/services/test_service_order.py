@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from tests.factories import insert_jobs, make_attempt, make_cluster, make_project, small_spec
+from tests.factories import aged_job, make_cluster, make_project, ran_for
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
 from trainplane.jobs.service_queues import HOUR, ServiceRules
@@ -22,33 +22,6 @@ from trainplane.services.queue import queue_views
 # The default bound is long (a backstop); these tests set two days to see it act.
 RULES = ServiceRules(starve_after_seconds=48 * HOUR)
 CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
-
-
-def _job(session, name, gpus, *, project, ago=timedelta(0), status=JobStatus.QUEUED, **spec):
-    (job_id,) = insert_jobs(
-        session,
-        1,
-        spec=small_spec(name, gpus=gpus, **spec),
-        project_id=project.id,
-        created_at=utcnow() - ago,
-        status=status,
-    )
-    return job_id
-
-
-def _ran(session, job_id, *, hours, cluster=None, number=1, live=False):
-    """An attempt of the job that started ``hours`` ago (ended now unless live)."""
-    attempt = make_attempt(
-        session, job_id, number=number, status="RUNNING" if live else "STOPPED", cluster_id=cluster
-    )
-    now = utcnow()
-    with session.begin():
-        session.execute(
-            update(JobAttempt)
-            .where(JobAttempt.id == attempt.id)
-            .values(started_at=now - timedelta(hours=hours), finished_at=None if live else now)
-        )
-    return attempt.id
 
 
 def _service_preemptions(session):
@@ -73,9 +46,9 @@ def requeued_and_new(session):
     threshold, 1 GPU-hour) and a newer one of no service, of one project."""
     make_cluster(session, "local", gpus=1)
     a = make_project(session, "a")
-    older = _job(session, "older", 1, project=a, ago=timedelta(hours=3))
-    _ran(session, older, hours=2)
-    newer = _job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
+    older = aged_job(session, "older", 1, project=a, ago=timedelta(hours=3))
+    ran_for(session, older, hours=2)
+    newer = aged_job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
     return older, newer
 
 
@@ -89,9 +62,9 @@ def test_less_attained_service_goes_first_and_a_job_past_a_threshold_is_demoted(
 def test_a_job_below_the_threshold_keeps_its_place_by_submit_time(session):
     make_cluster(session, "local", gpus=1)
     a = make_project(session, "a")
-    older = _job(session, "older", 1, project=a, ago=timedelta(hours=3))
-    _ran(session, older, hours=0.5)  # half a GPU-hour: still the first level
-    _job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
+    older = aged_job(session, "older", 1, project=a, ago=timedelta(hours=3))
+    ran_for(session, older, hours=0.5)  # half a GPU-hour: still the first level
+    aged_job(session, "newer", 1, project=a, ago=timedelta(minutes=1))
     assert _placed(session) == {older}
 
 
@@ -101,11 +74,11 @@ def _blocked_gang(session, *, waited):
     fair share) has a 4-GPU job and a 2-GPU job that would fit now."""
     cluster = make_cluster(session, "local", gpus=4)
     a, b = make_project(session, "a"), make_project(session, "b")
-    running = _job(session, "running", 2, project=a, status=JobStatus.RUNNING)
-    _ran(session, running, hours=1, cluster=cluster.id, live=True)
-    gang = _job(session, "gang", 4, project=a, ago=waited)
-    rival = _job(session, "rival", 4, project=b, ago=timedelta(minutes=2))
-    small = _job(session, "small", 2, project=b, ago=timedelta(minutes=1))
+    running = aged_job(session, "running", 2, project=a, status=JobStatus.RUNNING)
+    ran_for(session, running, hours=1, cluster=cluster.id, live=True)
+    gang = aged_job(session, "gang", 4, project=a, ago=waited)
+    rival = aged_job(session, "rival", 4, project=b, ago=timedelta(minutes=2))
+    small = aged_job(session, "small", 2, project=b, ago=timedelta(minutes=1))
     return running, gang, rival, small
 
 
@@ -129,7 +102,7 @@ def test_the_pinned_reservation_survives_a_pass_where_another_job_heads_the_orde
     later = utcnow() + timedelta(minutes=10)
     # A newcomer of a project with nothing in use heads fair share's order.
     c = make_project(session, "c")
-    newcomer = _job(session, "newcomer", 4, project=c)
+    newcomer = aged_job(session, "newcomer", 4, project=c)
     assert _placed(session, later) == set()
     with session.begin():  # the running job ends: its GPUs go to the pinned gang
         session.execute(
@@ -152,12 +125,14 @@ def test_attained_service_preempts_the_most_attained_after_its_minimum_run_with_
         ("middle", 3.0, CHECKPOINTS),
         ("nockpt", 4.0, {}),  # most attained that may run, but it saves no checkpoints
     ):
-        job_id = _job(session, name, 1, project=a, status=JobStatus.RUNNING, **spec)
+        job_id = aged_job(session, name, 1, project=a, status=JobStatus.RUNNING, **spec)
         if name == "veteran":
-            _ran(session, job_id, hours=20)
-        _ran(session, job_id, hours=hours, cluster=cluster.id, live=True, number=2)
+            ran_for(session, job_id, hours=20)
+        ran_for(session, job_id, hours=hours, cluster=cluster.id, live=True, number=2)
         running[name] = job_id
-    waiting = [_job(session, f"w{i}", 1, project=b, ago=timedelta(minutes=2 - i)) for i in (0, 1)]
+    waiting = [
+        aged_job(session, f"w{i}", 1, project=b, ago=timedelta(minutes=2 - i)) for i in (0, 1)
+    ]
     asked = _service_preemptions(session)
     assert [(x.preemptor_job, x.victim_job) for x in asked] == [(waiting[0], running["middle"])]
 
@@ -175,10 +150,10 @@ def test_at_the_top_level_an_older_queued_job_stops_a_newer_running_one(session)
     the same level; below it, equals never stop each other."""
     cluster = make_cluster(session, "local", gpus=4)
     a, b = make_project(session, "a"), make_project(session, "b")
-    newer = _job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, newer, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
-    older = _job(session, "older", 4, project=a, ago=timedelta(days=3), **CHECKPOINTS)
-    _ran(session, older, hours=26)  # 104 GPU-hours, then requeued: top level too
+    newer = aged_job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, newer, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
+    older = aged_job(session, "older", 4, project=a, ago=timedelta(days=3), **CHECKPOINTS)
+    ran_for(session, older, hours=26)  # 104 GPU-hours, then requeued: top level too
     asked = _service_preemptions(session)
     assert [(x.preemptor_job, x.victim_job) for x in asked] == [(older, newer)]
 
@@ -186,10 +161,10 @@ def test_at_the_top_level_an_older_queued_job_stops_a_newer_running_one(session)
 def test_below_the_top_level_a_queued_job_never_stops_a_running_peer(session):
     cluster = make_cluster(session, "local", gpus=4)
     a, b = make_project(session, "a"), make_project(session, "b")
-    newer = _job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, newer, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
-    older = _job(session, "older", 4, project=a, ago=timedelta(days=1), **CHECKPOINTS)
-    _ran(session, older, hours=4)  # 16 GPU-hours: level 2 as well
+    newer = aged_job(session, "newer", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, newer, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
+    older = aged_job(session, "older", 4, project=a, ago=timedelta(days=1), **CHECKPOINTS)
+    ran_for(session, older, hours=4)  # 16 GPU-hours: level 2 as well
     asked = _service_preemptions(session)
     assert asked == []
 
@@ -198,16 +173,16 @@ def _shared_cluster(session):
     """8 GPUs, so the top level's default share is 4: a level-2 job runs on 4."""
     cluster = make_cluster(session, "local", gpus=8)
     a, b, c = make_project(session, "a"), make_project(session, "b"), make_project(session, "c")
-    mid = _job(session, "mid", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, mid, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
+    mid = aged_job(session, "mid", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, mid, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
     return cluster, a, c, mid
 
 
 def test_the_top_levels_share_shields_its_oldest_running_job_from_newcomers(session):
     cluster, a, c, mid = _shared_cluster(session)
-    long = _job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, long, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
-    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    long = aged_job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, long, hours=30, cluster=cluster.id, live=True)  # 120 GPU-hours: top level
+    fresh = aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
     # Most attained first would stop the long run; within its level's share,
     # it stands as the lowest level does, so the level-2 job makes room.
     asked = _service_preemptions(session)
@@ -216,9 +191,9 @@ def test_the_top_levels_share_shields_its_oldest_running_job_from_newcomers(sess
 
 def test_without_the_share_a_newcomer_stops_the_most_attained_job(session):
     cluster, a, c, _ = _shared_cluster(session)
-    long = _job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, long, hours=30, cluster=cluster.id, live=True)
-    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    long = aged_job(session, "long", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, long, hours=30, cluster=cluster.id, live=True)
+    fresh = aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
     asked = preempt_for_waiting_jobs(
         session,
         utcnow(),
@@ -232,16 +207,16 @@ def test_without_the_share_a_newcomer_stops_the_most_attained_job(session):
 
 def test_a_top_level_owed_its_share_is_placed_before_newer_short_jobs(session):
     _, a, c, _ = _shared_cluster(session)
-    old = _job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
-    _ran(session, old, hours=26)  # 104 GPU-hours, requeued: top level, holding nothing
-    _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    old = aged_job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
+    ran_for(session, old, hours=26)  # 104 GPU-hours, requeued: top level, holding nothing
+    aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
     assert _placed(session) == {old}
 
 
 def test_a_top_level_holding_its_share_waits_behind_newer_short_jobs(session):
     cluster, a, c, _ = _shared_cluster(session)
-    holding = _job(session, "holding", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
-    _ran(session, holding, hours=30, cluster=cluster.id, live=True)  # its 4 GPUs: the share
+    holding = aged_job(session, "holding", 4, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, holding, hours=30, cluster=cluster.id, live=True)  # its 4 GPUs: the share
     with session.begin():  # the level-2 job ended: 4 GPUs are free
         session.execute(
             update(JobAttempt)
@@ -251,7 +226,7 @@ def test_a_top_level_holding_its_share_waits_behind_newer_short_jobs(session):
         session.execute(
             update(Job).where(Job.name == "mid").values(status=JobStatus.SUCCEEDED.value)
         )
-    old = _job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
-    _ran(session, old, hours=26, number=1)
-    fresh = _job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    old = aged_job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
+    ran_for(session, old, hours=26, number=1)
+    fresh = aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
     assert _placed(session) == {fresh}

@@ -1,6 +1,7 @@
 """The trainplane policy in the replay engine, on tiny traces: attained
 service lets a short job past a long one (after the long one's minimum run),
-and a gang passed over for longer than the starvation bound starts."""
+a gang passed over for longer than the starvation bound starts, and a long
+job passed over by a stream of short ones waits no longer than the wait bound."""
 
 from __future__ import annotations
 
@@ -38,3 +39,18 @@ def test_a_passed_over_gang_starts_once_past_the_starvation_bound():
     sims = _run([TraceJob("gang", 0.0, HOUR, 8, "b"), TraceJob("hold", 0.0, 2 * HOUR, 1, "a"),
                  *stream], rules)  # fmt: skip
     assert sims["gang"].waited <= rules.starve_after_seconds + 1800.0
+
+
+def test_a_long_job_passed_over_by_short_ones_waits_no_longer_than_the_wait_bound():
+    # One GPU; a 10-hour job, then a short job every half hour for 20 hours.
+    # Least attained service alone lets every short job past the long one.
+    stream = [TraceJob(f"s{i}", 60.0 + i * 1800.0, 1700.0, 1, "b") for i in range(40)]
+    jobs = [TraceJob("long", 0.0, 10 * HOUR, 1, "a"), *stream]
+    unbounded = _run(jobs, ServiceRules(fifo_wait_factor=0), gpus=1)
+    assert unbounded["long"].waited > 15 * HOUR
+    # First come, first served would make a short job wait for what is left
+    # of the long one: the bound is that, and the long job finishes first.
+    bounded = _run(jobs, gpus=1)
+    assert bounded["long"].waited < 4 * HOUR
+    assert bounded["long"].finished < unbounded["long"].finished - 10 * HOUR
+    assert max(sim.waited for sim in bounded.values()) < unbounded["long"].waited

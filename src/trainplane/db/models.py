@@ -110,6 +110,10 @@ class Job(Base):
     # under its project's storage root, so a later change of that root never
     # moves a job's checkpoints. NULL for jobs submitted before it was kept.
     folder: Mapped[str | None] = mapped_column(String(1024))
+    # How long first come, first served would have made it wait, estimated
+    # when the scheduler first saw it queued (services.wait_bounds): the
+    # longest of these lately bounds every job's wait. NULL until then.
+    fifo_wait_seconds: Mapped[float | None] = mapped_column(Float)
     # A trial's sweep (a job of kind sweep); NULL for every other job.
     parent_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
 

@@ -29,14 +29,16 @@ classes stay above the levels.
   Philly trace the long jobs were preempted up to a thousand times and the
   longest wait was nearly twice first come, first served's.
 
-A job that has waited (queued, all stretches together) longer than its bound,
-``max(starve_after, starve_factor x its run time so far)``, is promoted: it
-goes ahead of every level, in the order its waits crossed their bounds, and
-holds the placement reservation until it starts (see
-:func:`trainplane.jobs.placement.plan`'s ``pinned``). The default bound is
-long (see :class:`ServiceRules`): the order above already keeps waits within
-first come, first served's on the replayed traces; the bound is the backstop
-for what it cannot see (a quota, a cluster shape that no backfill frees).
+A job that has waited (queued, all stretches together) longer than its bound
+is promoted: it goes ahead of every level, in the order its waits crossed
+their bounds, and holds the placement reservation until it starts (see
+:func:`trainplane.jobs.placement.plan`'s ``pinned``). The bound is the
+longest wait first come, first served would have imposed on the jobs
+submitted lately (``wait_bound_seconds``, from
+:mod:`trainplane.jobs.wait_bounds`), so that passing long jobs over never
+makes anyone wait much longer than first come, first served would make
+someone wait; ``max(starve_after, starve_factor x its run time so far)`` is
+the backstop while nothing is known yet (see :class:`ServiceRules`).
 """
 
 from __future__ import annotations
@@ -74,7 +76,13 @@ class ServiceRules:
     lose nothing and are always eligible.
 
     ``top_share``: the fraction of the GPUs the top level is owed (see the
-    module's doc); 0 turns the share off."""
+    module's doc); 0 turns the share off.
+
+    ``fifo_wait_factor``: the wait bound is this times the longest wait first
+    come, first served would have imposed on the jobs submitted in the last
+    ``fifo_wait_window_seconds`` (:mod:`trainplane.jobs.wait_bounds`), and at
+    least ``fifo_wait_floor_seconds``; 0 turns it off (the starvation bound
+    alone remains)."""
 
     thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0, 100.0)
     starve_after_seconds: float = 60 * 24 * HOUR
@@ -83,6 +91,9 @@ class ServiceRules:
     preempt: bool = True  # higher levels preempt lower ones (jobs that checkpoint)
     loss_tolerance_seconds: float = 300.0
     top_share: float = 0.5
+    fifo_wait_factor: float = 1.0
+    fifo_wait_window_seconds: float = 30 * 24 * HOUR
+    fifo_wait_floor_seconds: float = HOUR
 
     @property
     def top_level(self) -> int:
@@ -142,24 +153,33 @@ def standing(
 
 
 def starved(
-    gpus: int, attained_gpu_seconds: float, waited_seconds: float, rules: ServiceRules
+    gpus: int,
+    attained_gpu_seconds: float,
+    waited_seconds: float,
+    rules: ServiceRules,
+    wait_bound_seconds: float | None = None,
 ) -> bool:
-    """Whether a job has waited past its starvation bound."""
-    return waited_seconds >= starvation_bound_for(gpus, attained_gpu_seconds, rules)
+    """Whether a job has waited past its bound."""
+    bound = starvation_bound_for(gpus, attained_gpu_seconds, rules, wait_bound_seconds)
+    return waited_seconds >= bound
 
 
-def starvation_bound_for(gpus: int, attained_gpu_seconds: float, rules: ServiceRules) -> float:
+def starvation_bound_for(
+    gpus: int,
+    attained_gpu_seconds: float,
+    rules: ServiceRules,
+    wait_bound_seconds: float | None = None,
+) -> float:
     """How long a job of ``gpus`` that has held ``attained_gpu_seconds`` may
-    wait before it is promoted."""
-    if not rules.starve_factor:
-        return rules.starve_after_seconds
-    ran = attained_gpu_seconds / max(gpus, 1)
-    return max(rules.starve_after_seconds, rules.starve_factor * ran)
-
-
-def starvation_bound(job: QueuedJob, rules: ServiceRules) -> float:
-    """How long the job may wait before it is promoted."""
-    return starvation_bound_for(job.demand.gpus, job.attained_gpu_seconds, rules)
+    wait before it is promoted: the wait bound when one is known (the same
+    for every job), else the starvation bound."""
+    bound = rules.starve_after_seconds
+    if rules.starve_factor:
+        ran = attained_gpu_seconds / max(gpus, 1)
+        bound = max(bound, rules.starve_factor * ran)
+    if wait_bound_seconds is not None:
+        bound = min(bound, wait_bound_seconds)
+    return bound
 
 
 def rank_queue(
@@ -170,16 +190,20 @@ def rank_queue(
     weights: Mapping[str, float],
     top_in_use_gpus: int = 0,
     capacity_gpus: int = 0,
+    wait_bound_seconds: float | None = None,
 ) -> RankedQueue:
     """The order jobs are offered GPUs in, and who is promoted.
     ``top_in_use_gpus``: GPUs held by running jobs of the top level;
-    ``capacity_gpus``: the GPUs of all ready clusters (0: no share is owed)."""
+    ``capacity_gpus``: the GPUs of all ready clusters (0: no share is owed);
+    ``wait_bound_seconds``: see :func:`trainplane.jobs.wait_bounds.wait_bound_seconds`."""
     promoted: list[tuple[float, float, str, Demand]] = []
     levels: dict[int, list[QueuedJob]] = {}
     standings: dict[str, Standing] = {}
     next_in: float | None = None
     for job in jobs:
-        bound = starvation_bound(job, rules)
+        bound = starvation_bound_for(
+            job.demand.gpus, job.attained_gpu_seconds, rules, wait_bound_seconds
+        )
         job_id = job.demand.job_id
         if job.waited_seconds >= bound:
             # Overdue by more = crossed its bound earlier: that order is stable.

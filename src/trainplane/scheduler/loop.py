@@ -33,6 +33,7 @@ from trainplane.services.file_access import FileAccess
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
 from trainplane.services.sweep_controller import advance_sweeps
+from trainplane.services.wait_bounds import estimate_fifo_waits
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ class Scheduler:
             with SCHEDULER_PASS_SECONDS.labels("housekeeping").time():
                 with self.sessions() as session:
                     attempt_service.requeue_restarts(session, utcnow())
+                with self.sessions() as session, session.begin():
+                    estimate_fifo_waits(session, utcnow(), self.settings.service_rules())
                 self.advance_sweeps()
                 self.check_clusters()
                 self.preempt()

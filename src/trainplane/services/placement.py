@@ -8,7 +8,7 @@ outside any transaction (``trainplane.scheduler``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -31,8 +31,10 @@ from trainplane.jobs.service_queues import (
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.quotas import project_quotas, project_shares
+from trainplane.services.run_time import run_seconds
 from trainplane.services.status import SCHEDULER_ACTOR, set_status_many
 from trainplane.services.tracking import start_tracking
+from trainplane.services.wait_bounds import wait_bound
 
 # How long after its victims were asked to stop a preemptor keeps its first
 # claim on the GPUs they free: past the grace period, plus time to notice.
@@ -86,23 +88,6 @@ def load_queue(session: Session, *, min_priority: int | None = None) -> list[Dem
     ]
 
 
-def run_seconds(session: Session, job_ids: Collection[str], now: datetime) -> dict[str, float]:
-    """Seconds each job's attempts have run, all attempts together (a live
-    one until ``now``); jobs that never ran are left out."""
-    if not job_ids:
-        return {}
-    rows = session.execute(
-        select(JobAttempt.job_id, JobAttempt.started_at, JobAttempt.finished_at).where(
-            JobAttempt.job_id.in_(list(job_ids)), JobAttempt.started_at.is_not(None)
-        )
-    )
-    ran: dict[str, float] = {}
-    for job_id, started, finished in rows:
-        seconds = max(0.0, ((finished or now) - started).total_seconds())
-        ran[job_id] = ran.get(job_id, 0.0) + seconds
-    return ran
-
-
 def ranked_queue(
     session: Session,
     now: datetime,
@@ -146,6 +131,7 @@ def ranked_queue(
         weights=shares.weights,
         top_in_use_gpus=top_level_gpus(session, now, rules) if share else 0,
         capacity_gpus=sum(c.gpus for c in clusters if c.ready) if share else 0,
+        wait_bound_seconds=wait_bound(session, now, rules),
     )
 
 

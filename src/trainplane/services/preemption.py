@@ -45,9 +45,11 @@ from trainplane.jobs.service_queues import (
 from trainplane.jobs.spec import Priority
 from trainplane.jobs.states import LIVE_ATTEMPT_STATUSES, AttemptStatus, JobStatus
 from trainplane.services.clusters import cluster_states
-from trainplane.services.placement import load_queue, ranked_queue, run_seconds
+from trainplane.services.placement import load_queue, ranked_queue
 from trainplane.services.quotas import project_quotas
+from trainplane.services.run_time import run_seconds
 from trainplane.services.status import SCHEDULER_ACTOR, record_note
+from trainplane.services.wait_bounds import wait_bound
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
 
@@ -167,6 +169,7 @@ def _service_choices(
     waiting = [d for d in ranked.order if d.job_id not in taken]
     if not waiting:
         return []
+    bound = wait_bound(session, now, rules)
     return choose_service_preemptions(
         waiting,
         ranked.standing,
@@ -184,7 +187,9 @@ def _service_choices(
                         a.attained_gpu_seconds,
                         rules,
                         submitted=a.submitted,
-                        starved=starved(a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules),
+                        starved=starved(
+                            a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules, bound
+                        ),
                     ),
                 )
                 for a in running

@@ -11,7 +11,10 @@ does), then gang placement with backfill and the reservation pinned to
 promoted jobs and to the top level's head while that level is owed its share
 of the GPUs (:func:`trainplane.jobs.placement.plan`); the top level's oldest
 running jobs, up to the share, are shielded from lower levels
-(:func:`trainplane.jobs.service_queues.shield_top_share`).
+(:func:`trainplane.jobs.service_queues.shield_top_share`). The wait bound
+(:mod:`trainplane.jobs.wait_bounds`) is learned as the real scheduler learns
+it: job sizes from the jobs that finished (the GPU-seconds they held), each
+job's first-come-first-served wait estimated the first time it is seen queued.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ from trainplane.jobs.service_queues import (
     starved,
     top_level_in_use,
 )
+from trainplane.jobs.wait_bounds import (
+    RecentLongest,
+    SizeTally,
+    expected_left,
+    fifo_wait_seconds,
+    wait_bound_seconds,
+)
 from trainplane.simulation.engine import Decision, SimJob, View
 
 PRIORITY = 50  # every trace job has the default priority
@@ -56,12 +66,47 @@ class TrainplanePolicy:
     def __init__(self, rules: ServiceRules | None = None) -> None:
         self.rules = rules or ServiceRules()
         self._demands: dict[str, Demand] = {}
+        # The wait bound (trainplane.jobs.wait_bounds), learned as the real
+        # scheduler learns it: sizes from the jobs that finished, each job's
+        # first-come-first-served wait estimated when it is first seen queued.
+        self._sizes = SizeTally()
+        self._fifo_waits = RecentLongest(self.rules.fifo_wait_window_seconds)
+        self._estimated: set[str] = set()
+        self._was_running: dict[str, SimJob] = {}
 
     def _demand(self, sim: SimJob) -> Demand:
         demand = self._demands.get(sim.id)
         if demand is None:
             demand = self._demands[sim.id] = _demand(sim)
         return demand
+
+    def _learn(self, view: View) -> float | None:
+        """Learns from the jobs that finished since the last pass, estimates
+        the new ones' first-come-first-served waits, and answers the wait bound."""
+        live = {sim.id for sim in view.running} | {sim.id for sim in view.queued}
+        for job_id in [j for j in self._was_running if j not in live]:
+            sim = self._was_running.pop(job_id)
+            self._sizes.add(sim.job.project, sim.attained_gpu_seconds)
+        self._was_running.update((sim.id, sim) for sim in view.running)
+        if any(sim.id not in self._estimated for sim in view.queued):
+            sizes = self._sizes.sizes()
+
+            def left(sim: SimJob) -> float:
+                return expected_left(
+                    sizes,
+                    project_id=sim.job.project,
+                    gpus=sim.gpus,
+                    max_runtime_seconds=sim.declared_runtime,
+                    attained_gpu_seconds=sim.attained_gpu_seconds,
+                )
+
+            ahead = sum(left(sim) for sim in view.running)
+            for sim in view.queued:  # in submit order: what is ahead of each
+                if sim.id not in self._estimated:
+                    self._estimated.add(sim.id)
+                    self._fifo_waits.add(sim.job.submit, fifo_wait_seconds(ahead, view.gpus))
+                ahead += left(sim)
+        return wait_bound_seconds(self._fifo_waits.longest(view.now), self.rules)
 
     def _queued(self, sim: SimJob, now: float) -> QueuedJob:
         return QueuedJob(
@@ -74,15 +119,16 @@ class TrainplanePolicy:
 
     def decide(self, view: View) -> Decision:
         rules, now = self.rules, view.now
+        bound = self._learn(view)
         if view.free == 0:
             # Nothing can start without a preemption: decide that without
             # ranking the queue, which is most of a pass's cost.
-            best = max((_standing(sim, rules, now) for sim in view.queued), default=None)
-            held = shield_top_share(self._held(view), rules, view.gpus)
+            best = max((_standing(sim, rules, now, bound) for sim in view.queued), default=None)
+            held = shield_top_share(self._held(view, bound), rules, view.gpus)
             if not self._may_preempt(view, best, held):
                 promotion_in = min(
                     (
-                        _bound(sim, rules) - (sim.waited + now - sim.queued_since)
+                        _bound(sim, rules, bound) - (sim.waited + now - sim.queued_since)
                         for sim in view.queued
                     ),
                     default=None,
@@ -95,7 +141,7 @@ class TrainplanePolicy:
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
         queued = [self._queued(sim, now) for sim in view.queued]
-        running_jobs = self._held(view)
+        running_jobs = self._held(view, bound)
         held = shield_top_share(running_jobs, rules, view.gpus)
         ranked = rank_queue(
             queued,
@@ -104,6 +150,7 @@ class TrainplanePolicy:
             weights={},
             top_in_use_gpus=top_level_in_use(running_jobs, rules),
             capacity_gpus=view.gpus,
+            wait_bound_seconds=bound,
         )
         running = {
             sim.id: RunningAttempt(
@@ -155,7 +202,7 @@ class TrainplanePolicy:
         ripe = [sim for sim in view.running if _stoppable(sim, view, rules)]
         return bool(ripe) and best > min(held[sim.id] for sim in ripe)
 
-    def _held(self, view: View) -> list[HeldJob]:
+    def _held(self, view: View, bound: float | None) -> list[HeldJob]:
         rules, now = self.rules, view.now
         return [
             HeldJob(
@@ -163,25 +210,25 @@ class TrainplanePolicy:
                 gpus=sim.gpus,
                 submitted=sim.job.submit,
                 attained_gpu_seconds=sim.attained_gpu_seconds,
-                standing=_standing(sim, rules, now),
+                standing=_standing(sim, rules, now, bound),
             )
             for sim in view.running
         ]
 
 
-def _standing(sim: SimJob, rules: ServiceRules, now: float) -> Standing:
+def _standing(sim: SimJob, rules: ServiceRules, now: float, bound: float | None) -> Standing:
     waited = sim.waited + (now - sim.queued_since if sim.run_started is None else 0.0)
     return standing(
         PRIORITY,
         sim.attained_gpu_seconds,
         rules,
         submitted=sim.job.submit,
-        starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules),
+        starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules, bound),
     )
 
 
-def _bound(sim: SimJob, rules: ServiceRules) -> float:
-    return starvation_bound_for(sim.gpus, sim.attained_gpu_seconds, rules)
+def _bound(sim: SimJob, rules: ServiceRules, wait_bound: float | None) -> float:
+    return starvation_bound_for(sim.gpus, sim.attained_gpu_seconds, rules, wait_bound)
 
 
 def _since_checkpoint(sim: SimJob, view: View) -> float:

@@ -1,0 +1,129 @@
+"""The wait bound on a real database: each queued job's first-come-first-served
+wait estimated once from the work ahead of it (sizes learned from the
+project's jobs that succeeded), the bound read from the longest of them in
+the window, and a job past it promoted ahead of fair share with the
+reservation pinned to it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from tests.factories import aged_job, make_cluster, make_project, ran_for
+from trainplane.db.base import utcnow
+from trainplane.db.models import Job
+from trainplane.jobs.service_queues import HOUR, ServiceRules
+from trainplane.jobs.states import JobStatus
+from trainplane.services.placement import place_queued_jobs
+from trainplane.services.queue import queue_views
+from trainplane.services.wait_bounds import estimate_fifo_waits, learned_sizes, wait_bound
+
+RULES = ServiceRules()
+
+
+def _estimated(session, job_ids):
+    with session.begin():
+        rows = session.execute(select(Job.id, Job.fifo_wait_seconds).where(Job.id.in_(job_ids)))
+        return dict(rows.all())
+
+
+def _estimate(session, rules=RULES, now=None):
+    with session.begin():
+        return estimate_fifo_waits(session, now or utcnow(), rules)
+
+
+@pytest.fixture
+def busy(session):
+    """A 4-GPU cluster; project a ran a 2-GPU job for 2 h that succeeded (4
+    GPU-hours learned) and runs another for 1 h now; queued: a's 4-GPU gang
+    (submitted 5 h ago), then project b's 4-GPU and 2-GPU jobs (b has no
+    finished job: the overall size, 4 GPU-hours, stands for it)."""
+    cluster = make_cluster(session, "local", gpus=4)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    done = aged_job(
+        session, "done", 2, project=a, ago=timedelta(hours=9), status=JobStatus.SUCCEEDED
+    )
+    ran_for(session, done, hours=2)
+    with session.begin():
+        session.execute(update(Job).where(Job.id == done).values(finished_at=utcnow()))
+    running = aged_job(
+        session, "running", 2, project=a, ago=timedelta(hours=6), status=JobStatus.RUNNING
+    )
+    ran_for(session, running, hours=1, cluster=cluster.id, live=True)
+    gang = aged_job(session, "gang", 4, project=a, ago=timedelta(hours=5))
+    rival = aged_job(session, "rival", 4, project=b, ago=timedelta(minutes=2))
+    small = aged_job(session, "small", 2, project=b, ago=timedelta(minutes=1))
+    return gang, rival, small
+
+
+def test_each_queued_job_is_estimated_once_from_the_work_ahead_of_it(session, busy):
+    gang, rival, small = busy
+    with session.begin():
+        sizes = learned_sizes(session, utcnow(), RULES)
+    assert sizes.overall == pytest.approx(4 * HOUR, rel=1e-3)
+    assert _estimate(session) == 3
+    waits = _estimated(session, [gang, rival, small])
+    # Ahead of the gang: the running job's 2 GPU-hours left, over 4 GPUs.
+    assert waits[gang] == pytest.approx(2 * HOUR / 4, rel=1e-3)
+    # Ahead of the rival: that, and the gang's 4 GPU-hours.
+    assert waits[rival] == pytest.approx(6 * HOUR / 4, rel=1e-3)
+    assert waits[small] == pytest.approx(10 * HOUR / 4, rel=1e-3)
+    # Kept as first estimated: a later pass estimates nothing again.
+    assert _estimate(session, now=utcnow() + timedelta(hours=1)) == 0
+    assert _estimated(session, [gang]) == {gang: waits[gang]}
+
+
+def test_a_declared_max_runtime_is_the_work_a_job_is_expected_to_hold(session, busy):
+    c = make_project(session, "c")
+    declared = aged_job(
+        session, "declared", 1, project=c, ago=timedelta(seconds=30), max_runtime="10h"
+    )
+    after = aged_job(session, "after", 1, project=c)
+    _estimate(session)
+    waits = _estimated(session, [declared, after])
+    # Ahead of the declared job: 2 (running) + 4 (gang) + 4 + 4 (b's two,
+    # at the overall size) GPU-hours; ahead of the next, its 10 hours too.
+    assert waits[declared] == pytest.approx(14 * HOUR / 4, rel=1e-3)
+    assert waits[after] == pytest.approx(24 * HOUR / 4, rel=1e-3)
+
+
+def test_a_job_past_the_longest_recent_fifo_wait_goes_first_and_holds_the_reservation(
+    session, busy
+):
+    gang, rival, small = busy
+    _estimate(session)
+    with session.begin():
+        bound = wait_bound(session, utcnow(), RULES)
+    # The longest estimate is the small job's 2.5 h; the gang has waited 5 h.
+    assert bound == pytest.approx(2.5 * HOUR, rel=1e-3)
+    with session.begin():
+        jobs = session.scalars(select(Job).where(Job.id.in_([gang, rival, small]))).all()
+        positions = {j: v.position for j, v in queue_views(session, jobs, RULES).items()}
+    assert positions[gang] == 1  # fair share alone would put b's jobs first
+    # Nobody knows when the running job ends: the 2 free GPUs are held for the gang.
+    assert place_queued_jobs(session, utcnow(), rules=RULES).placed == []
+
+
+def test_without_the_bound_fair_share_decides_and_nothing_is_estimated(session, busy):
+    gang, rival, small = busy
+    off = ServiceRules(fifo_wait_factor=0)
+    assert _estimate(session, off) == 0
+    assert set(_estimated(session, [gang, rival, small]).values()) == {None}
+    placed = {job_id for job_id, _ in place_queued_jobs(session, utcnow(), rules=off).placed}
+    assert placed == {small}
+
+
+@pytest.mark.usefixtures("busy")
+def test_estimates_older_than_the_window_do_not_bound_waits(session):
+    old = make_project(session, "old")
+    ancient = aged_job(
+        session, "ancient", 1, project=old, ago=timedelta(days=40), status=JobStatus.CANCELLED
+    )
+    with session.begin():
+        session.execute(update(Job).where(Job.id == ancient).values(fifo_wait_seconds=900 * HOUR))
+    _estimate(session)
+    with session.begin():
+        bound = wait_bound(session, utcnow(), RULES)
+    assert bound == pytest.approx(2.5 * HOUR, rel=1e-3)
