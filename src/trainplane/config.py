@@ -144,7 +144,7 @@ class Settings(BaseSettings):
         "queued). A job that has waited that long goes first and holds the reservation. "
         "0 turns the bound off (starvation_seconds remains).",
     )
-    fifo_wait_window_seconds: float = Field(default=2_592_000.0, gt=0)
+    fifo_wait_window_seconds: float = Field(default=7_776_000.0, gt=0)
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )

@@ -119,7 +119,7 @@ def test_without_the_bound_fair_share_decides_and_nothing_is_estimated(session, 
 def test_estimates_older_than_the_window_do_not_bound_waits(session):
     old = make_project(session, "old")
     ancient = aged_job(
-        session, "ancient", 1, project=old, ago=timedelta(days=40), status=JobStatus.CANCELLED
+        session, "ancient", 1, project=old, ago=timedelta(days=100), status=JobStatus.CANCELLED
     )
     with session.begin():
         session.execute(update(Job).where(Job.id == ancient).values(fifo_wait_seconds=900 * HOUR))

@@ -92,7 +92,7 @@ class ServiceRules:
     loss_tolerance_seconds: float = 300.0
     top_share: float = 0.5
     fifo_wait_factor: float = 1.0
-    fifo_wait_window_seconds: float = 30 * 24 * HOUR
+    fifo_wait_window_seconds: float = 90 * 24 * HOUR
     fifo_wait_floor_seconds: float = HOUR
 
     @property

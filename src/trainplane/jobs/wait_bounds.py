@@ -15,10 +15,12 @@ wait. The bound here caps that, without runtime estimates from users:
   that is expected to run about as long again (long jobs tend to be longer
   still).
 - The bound is the longest of those waits among the jobs submitted lately
-  (:func:`wait_bound_seconds`): first come, first served's longest wait over
-  the same stretch. A job that has waited that long is promoted (see
-  :mod:`trainplane.jobs.service_queues`): it goes ahead of the levels and
-  holds the reservation, so nobody's wait grows much past it.
+  (:func:`wait_bound_seconds`; a quarter by default, so that the bound comes
+  down after a busy season only once its backlog has drained): first come,
+  first served's longest wait over the same stretch. A job that has waited
+  that long is promoted (see :mod:`trainplane.jobs.service_queues`): it goes
+  ahead of the levels and holds the reservation, so nobody's wait grows much
+  past it.
 
 Bounding each job by its own first-come-first-served wait instead would
 bring back first come, first served's order, and its mean: on Philly's
