@@ -15,6 +15,9 @@ running jobs, up to the share, are shielded from lower levels
 (:mod:`trainplane.jobs.wait_bounds`) is learned as the real scheduler learns
 it: job sizes from the jobs that finished (the GPU-seconds they held), each
 job's first-come-first-served wait estimated the first time it is seen queued.
+One difference: the replay learns from every job that finished, the service
+from the latest 2,000 that succeeded in the bound's window (it reads them at
+each estimate).
 """
 
 from __future__ import annotations
