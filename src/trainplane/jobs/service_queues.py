@@ -127,6 +127,7 @@ class RankedQueue:
     pinned: frozenset[str]
     standing: dict[str, Standing]  # by job id
     next_promotion_in: float | None  # seconds until the next job is promoted
+    wait_bound_seconds: float | None = None  # the bound this order applied
 
 
 def service_level(attained_gpu_seconds: float, rules: ServiceRules) -> int:
@@ -255,6 +256,7 @@ def rank_queue(
         pinned=promoted_ids | ({head} if head else set()),
         standing=standings,
         next_promotion_in=next_in,
+        wait_bound_seconds=wait_bound_seconds,
     )
 
 

@@ -49,7 +49,6 @@ from trainplane.services.placement import load_queue, ranked_queue
 from trainplane.services.quotas import project_quotas
 from trainplane.services.run_time import run_seconds
 from trainplane.services.status import SCHEDULER_ACTOR, record_note
-from trainplane.services.wait_bounds import wait_bound
 
 _LIVE = [s.value for s in LIVE_ATTEMPT_STATUSES]
 
@@ -169,7 +168,6 @@ def _service_choices(
     waiting = [d for d in ranked.order if d.job_id not in taken]
     if not waiting:
         return []
-    bound = wait_bound(session, now, rules)
     return choose_service_preemptions(
         waiting,
         ranked.standing,
@@ -188,7 +186,11 @@ def _service_choices(
                         rules,
                         submitted=a.submitted,
                         starved=starved(
-                            a.gpus, a.attained_gpu_seconds, a.waited_seconds, rules, bound
+                            a.gpus,
+                            a.attained_gpu_seconds,
+                            a.waited_seconds,
+                            rules,
+                            ranked.wait_bound_seconds,
                         ),
                     ),
                 )
