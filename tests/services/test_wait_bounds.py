@@ -127,3 +127,15 @@ def test_estimates_older_than_the_window_do_not_bound_waits(session):
     with session.begin():
         bound = wait_bound(session, utcnow(), RULES)
     assert bound == pytest.approx(2.5 * HOUR, rel=1e-3)
+
+
+def test_a_running_job_is_ahead_of_every_queued_one_whenever_it_was_submitted(session, busy):
+    gang, _, _ = busy
+    a = make_project(session, "late")
+    late = aged_job(session, "late", 2, project=a, status=JobStatus.RUNNING)
+    ran_for(session, late, hours=0.5, live=True)
+    _estimate(session)
+    # Ahead of the gang: both running jobs, the older with 2 GPU-hours left,
+    # the newer with 3 (its project has no finished job: the overall 4
+    # GPU-hours, 1 held).
+    assert _estimated(session, [gang])[gang] == pytest.approx((2 + 3) * HOUR / 4, rel=1e-3)

@@ -59,7 +59,9 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
     capacity = sum(c.gpus for c in cluster_capacity(session) if c.ready)
     sizes = learned_sizes(session, now, rules)
     outstanding = session.execute(
-        select(Job.id, Job.project_id, Job.gpus, Job.max_runtime_seconds, Job.created_at).where(
+        select(
+            Job.id, Job.project_id, Job.gpus, Job.max_runtime_seconds, Job.created_at, Job.status
+        ).where(
             awaiting_placement()
             | Job.id.in_(
                 select(JobAttempt.job_id).where(
@@ -69,8 +71,11 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
         )
     ).all()
     ran = run_seconds(session, [r.id for r in outstanding], now)
+    # Work ahead of a job: every running job's (they hold the GPUs now,
+    # whenever they were submitted), then the queued jobs' submitted before it.
     left = sorted(
         (
+            r.status == JobStatus.QUEUED.value,
             r.created_at,
             r.id,
             expected_left(
@@ -83,10 +88,9 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
         )
         for r in outstanding
     )
-    # Work ahead of a job: all that was submitted before it and is not done.
     ahead, waits = 0.0, {}
     fresh_ids = {r.id for r in fresh}
-    for _, job_id, work in left:
+    for _, _, job_id, work in left:
         if job_id in fresh_ids:
             waits[job_id] = fifo_wait_seconds(ahead, capacity)
         ahead += work
