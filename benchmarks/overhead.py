@@ -37,6 +37,7 @@ import httpx
 from step_points import medians, print_table, read_points, summarise
 
 from trainplane.backends.local_ray import LocalRayHead
+from trainplane.cli.waiting import POLL_SECONDS as WAIT_POLL_SECONDS
 from trainplane.db import migrate
 from trainplane.testing.clusters import register_local_cluster
 from trainplane.testing.server import ServerProcess
@@ -111,7 +112,10 @@ def through_service(
         detail = http.get(f"{url}/v1/jobs/{job['id']}").json()
         if detail["terminal"]:
             break
-        time.sleep(0.2)
+        # As `trainplane submit --wait` does (cli.waiting): a request costs
+        # the server CPU that the ranks share, and polling five times a
+        # second took a few percent of the measured steps.
+        time.sleep(WAIT_POLL_SECONDS)
     if detail["status"] != "SUCCEEDED":
         logs = http.get(f"{url}/v1/jobs/{job['id']}/logs").text
         raise RuntimeError(f"the benchmark job ended {detail['status']}:\n{logs[-3000:]}")

@@ -118,8 +118,9 @@ def test_ray_train_workers_hand_their_ranks_the_nodes_gpus_without_a_process_gro
         # cuda:LOCAL_RANK is the GPU Ray gave this rank's worker.
         assert r["visible"].split(",")[r["local_rank"]] == r["own"][0], r
     assert len({tuple(r["master"]) for r in ranks}) == 1
-    # Ray Train's controller and workers, without the dataset manager and the
-    # placement-group cleaner (runtime.lean_trainer).
+    # Ray Train's workers, without the dataset manager, the placement-group
+    # cleaner and a controller actor: the controller runs in the driver's
+    # process (runtime.lean_trainer).
     actors = set(json.loads((out / "actors.json").read_text()))
-    assert {"TrainController", "RayTrainWorker"} <= actors, actors
-    assert not actors & {"DatasetManager", "PlacementGroupCleaner"}, actors
+    assert "RayTrainWorker" in actors, actors
+    assert not actors & {"DatasetManager", "PlacementGroupCleaner", "TrainController"}, actors
