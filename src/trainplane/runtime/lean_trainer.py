@@ -32,7 +32,6 @@ Overrides private methods of a pinned Ray minor version (pyproject.toml);
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import ray
@@ -45,10 +44,6 @@ from ray.train.v2._internal.execution.worker_group import WorkerGroup
 from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 UNNEEDED = (DatasetsCallback, PlacementGroupCleanerCallback)
-
-# Ray warns about every blocking ray.get inside the controller's event loop,
-# and the controller makes them by design; Ray Train silences it in its actor.
-_BLOCKING_GET_WARNING = "RAY_WARN_BLOCKING_GET_INSIDE_ASYNC"
 
 
 class DriverWorkerGroup(WorkerGroup):
@@ -86,7 +81,6 @@ class LeanTrainer(DataParallelTrainer):
         return [c for c in super()._create_default_callbacks() if not isinstance(c, UNNEEDED)]
 
     def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
-        os.environ.setdefault(_BLOCKING_GET_WARNING, "0")
         controller = DriverController(**controller_init_kwargs)
         asyncio.run(controller.run())
         return controller.get_result()
