@@ -76,3 +76,14 @@ def test_a_weak_secret_key_is_refused(monkeypatch):
     monkeypatch.setenv("TRAINPLANE_SECRET_KEY", "changeme")
     with pytest.raises(ValidationError, match="TRAINPLANE_SECRET_KEY"):
         Settings()
+
+
+def test_the_schedulers_queue_rules_default_to_the_ones_the_replay_measures(monkeypatch):
+    """The replay runs ``ServiceRules()``; the server, its settings' rules."""
+    from trainplane.jobs.service_queues import ServiceRules
+
+    assert Settings().service_rules() == ServiceRules()
+    monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_ENTRY_FRACTION", "0")
+    monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_ENTRY_MIN_JOBS", "8")
+    rules = Settings().service_rules()
+    assert (rules.entry_top_fraction, rules.entry_min_peers) == (0.0, 8)

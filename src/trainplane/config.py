@@ -145,6 +145,17 @@ class Settings(BaseSettings):
         "0 turns the bound off (starvation_seconds remains).",
     )
     fifo_wait_window_seconds: float = Field(default=7_776_000.0, gt=0)
+    top_level_entry_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="A job enters the top service level when it is first seen, instead of "
+        "climbing to it, if at least this fraction of its project's latest finished jobs "
+        "of the same GPU count reached it (top_level_entry_min_jobs of them at least, of "
+        "the latest top_level_entry_jobs). 0 turns it off.",
+    )
+    top_level_entry_min_jobs: int = Field(default=5, ge=1)
+    top_level_entry_jobs: int = Field(default=100, ge=1)
     local_slots: int | None = Field(
         default=None, ge=1, description="Worker slots of `trainplane up`'s local cluster."
     )
@@ -263,6 +274,9 @@ class Settings(BaseSettings):
             top_share=self.top_level_share,
             fifo_wait_factor=self.fifo_wait_factor,
             fifo_wait_window_seconds=self.fifo_wait_window_seconds,
+            entry_top_fraction=self.top_level_entry_fraction,
+            entry_min_peers=self.top_level_entry_min_jobs,
+            entry_peers=self.top_level_entry_jobs,
         )
 
     @property

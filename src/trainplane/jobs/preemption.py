@@ -45,6 +45,7 @@ class RunningAttempt:
     checkpoints: bool = False  # it saves checkpoints, so resuming loses little
     waited_seconds: float = 0.0  # queued so far, all stretches
     submitted: float = 0.0  # when the job was submitted, on the queue's clock
+    entry_level: int = 0  # the service level it entered at (trainplane.jobs.entry_levels)
     # Work it would lose if stopped now: seconds since its last checkpoint.
     # None: it checkpoints when asked to stop (trainplane's runtime does), so
     # it loses nothing.

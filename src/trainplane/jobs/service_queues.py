@@ -28,6 +28,11 @@ classes stay above the levels.
   share, every burst of short jobs stops the long ones again: on the whole
   Philly trace the long jobs were preempted up to a thousand times and the
   longest wait was nearly twice first come, first served's.
+- A job whose project's earlier jobs of its GPU count mostly reached the
+  top level enters there when first seen instead of climbing
+  (:mod:`trainplane.jobs.entry_levels`): it is likely long too, and its
+  first hundred GPU-hours at the lower levels' standing would come out of
+  the other long jobs' waits.
 
 A job that has waited (queued, all stretches together) longer than its bound
 is promoted: it goes ahead of every level, in the order its waits crossed
@@ -82,7 +87,14 @@ class ServiceRules:
     come, first served would have imposed on the jobs submitted in the last
     ``fifo_wait_window_seconds`` (:mod:`trainplane.jobs.wait_bounds`), and at
     least ``fifo_wait_floor_seconds``; 0 turns it off (the starvation bound
-    alone remains)."""
+    alone remains).
+
+    ``entry_top_fraction``, ``entry_min_peers``, ``entry_peers``: a job
+    enters at the top level, instead of climbing to it, when at least
+    ``entry_min_peers`` of its project's latest ``entry_peers`` finished
+    jobs of the same GPU count ran and at least this fraction of them
+    reached the top level (:mod:`trainplane.jobs.entry_levels`); 0 turns
+    it off."""
 
     thresholds_gpu_hours: tuple[float, ...] = (1.0, 10.0, 100.0)
     starve_after_seconds: float = 60 * 24 * HOUR
@@ -94,6 +106,9 @@ class ServiceRules:
     fifo_wait_factor: float = 1.0
     fifo_wait_window_seconds: float = 90 * 24 * HOUR
     fifo_wait_floor_seconds: float = HOUR
+    entry_top_fraction: float = 0.5
+    entry_min_peers: int = 5
+    entry_peers: int = 100
 
     @property
     def top_level(self) -> int:
@@ -109,6 +124,7 @@ class QueuedJob:
     submitted: float
     attained_gpu_seconds: float = 0.0  # GPU-seconds held, all attempts
     waited_seconds: float = 0.0  # queued so far, all stretches
+    entry_level: int = 0  # the level it entered at (trainplane.jobs.entry_levels)
 
 
 # A job's standing: (priority, promoted, -level, -submitted at the top level
@@ -130,9 +146,12 @@ class RankedQueue:
     wait_bound_seconds: float | None = None  # the bound this order applied
 
 
-def service_level(attained_gpu_seconds: float, rules: ServiceRules) -> int:
-    """0 for the least attained service; one more past each threshold."""
-    return bisect.bisect_right(rules.thresholds_gpu_hours, attained_gpu_seconds / HOUR)
+def service_level(attained_gpu_seconds: float, rules: ServiceRules, entry_level: int = 0) -> int:
+    """0 for the least attained service; one more past each threshold; never
+    below the level the job entered at."""
+    return max(
+        entry_level, bisect.bisect_right(rules.thresholds_gpu_hours, attained_gpu_seconds / HOUR)
+    )
 
 
 def standing(
@@ -142,6 +161,7 @@ def standing(
     *,
     submitted: float,
     starved: bool = False,
+    entry_level: int = 0,
 ) -> Standing:
     """A job's standing (``submitted`` on the clock of the queue's jobs). One
     that was promoted (it had waited past its bound) keeps that standing while
@@ -149,7 +169,7 @@ def standing(
     would only grow."""
     if starved:
         return (priority, 1, 0, 0.0)
-    level = service_level(attained_gpu_seconds, rules)
+    level = service_level(attained_gpu_seconds, rules, entry_level)
     return (priority, 0, -level, -submitted if level == rules.top_level else 0.0)
 
 
@@ -211,14 +231,24 @@ def rank_queue(
             overdue = job.waited_seconds - bound
             promoted.append((-overdue, job.submitted, job_id, job.demand))
             standings[job_id] = standing(
-                job.priority, job.attained_gpu_seconds, rules, submitted=job.submitted, starved=True
+                job.priority,
+                job.attained_gpu_seconds,
+                rules,
+                submitted=job.submitted,
+                starved=True,
+                entry_level=job.entry_level,
             )
             continue
         left = bound - job.waited_seconds
         next_in = left if next_in is None else min(next_in, left)
-        levels.setdefault(service_level(job.attained_gpu_seconds, rules), []).append(job)
+        level = service_level(job.attained_gpu_seconds, rules, job.entry_level)
+        levels.setdefault(level, []).append(job)
         standings[job_id] = standing(
-            job.priority, job.attained_gpu_seconds, rules, submitted=job.submitted
+            job.priority,
+            job.attained_gpu_seconds,
+            rules,
+            submitted=job.submitted,
+            entry_level=job.entry_level,
         )
     promoted.sort()
     order = [p[3] for p in promoted]
@@ -269,15 +299,15 @@ class HeldJob:
     submitted: float  # on the queue's clock
     attained_gpu_seconds: float
     standing: Standing  # its standing as a preemption victim
+    entry_level: int = 0  # the level it entered at (trainplane.jobs.entry_levels)
+
+    def level(self, rules: ServiceRules) -> int:
+        return service_level(self.attained_gpu_seconds, rules, self.entry_level)
 
 
 def top_level_in_use(held: Sequence[HeldJob], rules: ServiceRules) -> int:
     """GPUs held by running jobs of the top level."""
-    return sum(
-        job.gpus
-        for job in held
-        if service_level(job.attained_gpu_seconds, rules) == rules.top_level
-    )
+    return sum(job.gpus for job in held if job.level(rules) == rules.top_level)
 
 
 def shield_top_share(
@@ -290,7 +320,7 @@ def shield_top_share(
     standings = {job.job_id: job.standing for job in held}
     share = rules.top_share * capacity_gpus
     top = sorted(
-        (j for j in held if service_level(j.attained_gpu_seconds, rules) == rules.top_level),
+        (j for j in held if j.level(rules) == rules.top_level),
         key=lambda j: (j.submitted, j.job_id),
     )
     kept = 0

@@ -29,6 +29,7 @@ from trainplane.services import bundles as bundle_service
 from trainplane.services import clusters as cluster_service
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.attempts import Applied, AttemptWork, Outcome
+from trainplane.services.entry_levels import decide_entry_levels
 from trainplane.services.file_access import FileAccess
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.preemption import preempt_for_waiting_jobs
@@ -87,7 +88,9 @@ class Scheduler:
                 with self.sessions() as session:
                     attempt_service.requeue_restarts(session, utcnow())
                 with self.sessions() as session, session.begin():
-                    estimate_fifo_waits(session, utcnow(), self.settings.service_rules())
+                    rules = self.settings.service_rules()
+                    decide_entry_levels(session, utcnow(), rules)
+                    estimate_fifo_waits(session, utcnow(), rules)
                 self.advance_sweeps()
                 self.check_clusters()
                 self.preempt()

@@ -104,20 +104,23 @@ def ranked_queue(
     of them, so that one pass reads them once). ``extra``: jobs not in the
     database to rank as if queued."""
     demands = load_queue(session, min_priority=min_priority)
-    query = select(Job.id, Job.priority, Job.created_at).where(awaiting_placement())
+    query = select(Job.id, Job.priority, Job.created_at, Job.entry_level).where(
+        awaiting_placement()
+    )
     if min_priority is not None:
         query = query.where(Job.priority >= min_priority)
-    facts = {r.id: (r.priority, r.created_at) for r in session.execute(query)}
+    facts = {r.id: r for r in session.execute(query)}
     ran = run_seconds(session, facts, now)
     queued = [
         QueuedJob(
             demand=d,
-            priority=facts[d.job_id][0],
-            submitted=(facts[d.job_id][1] - now).total_seconds(),
+            priority=facts[d.job_id].priority,
+            submitted=(facts[d.job_id].created_at - now).total_seconds(),
             attained_gpu_seconds=ran.get(d.job_id, 0.0) * d.gpus,
             waited_seconds=max(
-                0.0, (now - facts[d.job_id][1]).total_seconds() - ran.get(d.job_id, 0.0)
+                0.0, (now - facts[d.job_id].created_at).total_seconds() - ran.get(d.job_id, 0.0)
             ),
+            entry_level=facts[d.job_id].entry_level or 0,
         )
         for d in demands
         if d.job_id in facts
@@ -139,7 +142,7 @@ def top_level_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
     """The GPUs held by live attempts of jobs at the top service level (the
     starting ones too: they hold their GPUs already)."""
     rows = session.execute(
-        select(Job.id, Job.gpus)
+        select(Job.id, Job.gpus, Job.entry_level)
         .join(JobAttempt, JobAttempt.job_id == Job.id)
         .where(JobAttempt.status.in_([s.value for s in LIVE_ATTEMPT_STATUSES]))
     ).all()
@@ -147,7 +150,8 @@ def top_level_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
     return sum(
         row.gpus
         for row in rows
-        if service_level(ran.get(row.id, 0.0) * row.gpus, rules) == rules.top_level
+        if service_level(ran.get(row.id, 0.0) * row.gpus, rules, row.entry_level or 0)
+        == rules.top_level
     )
 
 

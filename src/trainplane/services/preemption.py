@@ -192,7 +192,9 @@ def _service_choices(
                             rules,
                             ranked.wait_bound_seconds,
                         ),
+                        entry_level=a.entry_level,
                     ),
+                    entry_level=a.entry_level,
                 )
                 for a in running
             ],
@@ -227,6 +229,7 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
             Job.priority,
             Job.spec,
             Job.created_at,
+            Job.entry_level,
         )
         .join(Job, Job.id == JobAttempt.job_id)
         .where(
@@ -256,6 +259,7 @@ def _running_attempts(session: Session, now: datetime) -> list[RunningAttempt]:
                 ),
                 checkpoints=_checkpoints(row.spec or {}),
                 submitted=(row.created_at - now).total_seconds(),
+                entry_level=row.entry_level or 0,
             )
         )
     return attempts

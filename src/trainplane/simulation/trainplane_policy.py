@@ -15,9 +15,11 @@ running jobs, up to the share, are shielded from lower levels
 (:mod:`trainplane.jobs.wait_bounds`) is learned as the real scheduler learns
 it: job sizes from the jobs that finished (the GPU-seconds they held), each
 job's first-come-first-served wait estimated the first time it is seen queued.
-One difference: the replay learns from every job that finished, the service
-from the latest 2,000 that succeeded in the bound's window (it reads them at
-each estimate).
+Entry levels (:mod:`trainplane.jobs.entry_levels`) are decided the first time
+a job is seen, from its project's latest finished jobs of its width, as the
+service decides them. One difference: the replay learns sizes from every job
+that finished, the service from the latest 2,000 that succeeded in the bound's
+window (it reads them at each estimate).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
+from trainplane.jobs.entry_levels import PeerHistory
 from trainplane.jobs.placement import ClusterState, Demand, Release, plan, preemptors_first
 from trainplane.jobs.preemption import RunningAttempt, choose_service_preemptions
 from trainplane.jobs.service_queues import (
@@ -76,6 +79,10 @@ class TrainplanePolicy:
         self._fifo_waits = RecentLongest(self.rules.fifo_wait_window_seconds)
         self._estimated: set[str] = set()
         self._was_running: dict[str, SimJob] = {}
+        # Entry levels (trainplane.jobs.entry_levels), decided when a job is
+        # first seen from the outcomes of the jobs that finished before.
+        self._peers = PeerHistory(self.rules)
+        self._entry: dict[str, int] = {}
 
     def _demand(self, sim: SimJob) -> Demand:
         demand = self._demands.get(sim.id)
@@ -90,6 +97,8 @@ class TrainplanePolicy:
         for job_id in [j for j in self._was_running if j not in live]:
             sim = self._was_running.pop(job_id)
             self._sizes.add(sim.job.project, sim.attained_gpu_seconds)
+            self._peers.add(sim.job.project, sim.gpus, sim.attained_gpu_seconds)
+            self._entry.pop(job_id, None)
         self._was_running.update((sim.id, sim) for sim in view.running)
         if any(sim.id not in self._estimated for sim in view.queued):
             sizes = self._sizes.sizes()
@@ -107,6 +116,7 @@ class TrainplanePolicy:
             for sim in view.queued:  # in submit order: what is ahead of each
                 if sim.id not in self._estimated:
                     self._estimated.add(sim.id)
+                    self._entry[sim.id] = self._peers.entry_level(sim.job.project, sim.gpus)
                     self._fifo_waits.add(sim.job.submit, fifo_wait_seconds(ahead, view.gpus))
                 ahead += left(sim)
         return wait_bound_seconds(self._fifo_waits.longest(view.now), self.rules)
@@ -118,6 +128,7 @@ class TrainplanePolicy:
             submitted=sim.job.submit,
             attained_gpu_seconds=sim.attained_gpu_seconds,
             waited_seconds=sim.waited + (now - sim.queued_since),
+            entry_level=self._entry.get(sim.id, 0),
         )
 
     def decide(self, view: View) -> Decision:
@@ -126,7 +137,7 @@ class TrainplanePolicy:
         if view.free == 0:
             # Nothing can start without a preemption: decide that without
             # ranking the queue, which is most of a pass's cost.
-            best = max((_standing(sim, rules, now, bound) for sim in view.queued), default=None)
+            best = max((self._standing(sim, now, bound) for sim in view.queued), default=None)
             held = shield_top_share(self._held(view, bound), rules, view.gpus)
             if not self._may_preempt(view, best, held):
                 promotion_in = min(
@@ -137,9 +148,7 @@ class TrainplanePolicy:
                     default=None,
                 )
                 running = list(view.running)
-                return Decision(
-                    wake_at=_next_change(view, running, promotion_in, rules, best, held)
-                )
+                return Decision(wake_at=self._next_change(view, running, promotion_in, best, held))
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
@@ -190,10 +199,12 @@ class TrainplanePolicy:
         order = preemptors_first(ranked.order, first)
         placed = plan(order, [cluster], pinned=ranked.pinned).placements
         started = {job_id for job_id, _ in placed}
+        # Learned from when they finish, even if no pass sees them running.
+        self._was_running.update((sim.id, sim) for sim in view.queued if sim.id in started)
         wake = None
         if len(started) < len(view.queued):
             best = max(ranked.standing.values(), default=None)
-            wake = _next_change(view, staying, ranked.next_promotion_in, rules, best, held)
+            wake = self._next_change(view, staying, ranked.next_promotion_in, best, held)
         return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
 
     def _may_preempt(self, view: View, best: Standing | None, held: dict[str, Standing]) -> bool:
@@ -206,28 +217,60 @@ class TrainplanePolicy:
         return bool(ripe) and best > min(held[sim.id] for sim in ripe)
 
     def _held(self, view: View, bound: float | None) -> list[HeldJob]:
-        rules, now = self.rules, view.now
+        now = view.now
         return [
             HeldJob(
                 job_id=sim.id,
                 gpus=sim.gpus,
                 submitted=sim.job.submit,
                 attained_gpu_seconds=sim.attained_gpu_seconds,
-                standing=_standing(sim, rules, now, bound),
+                standing=self._standing(sim, now, bound),
+                entry_level=self._entry.get(sim.id, 0),
             )
             for sim in view.running
         ]
 
+    def _standing(self, sim: SimJob, now: float, bound: float | None) -> Standing:
+        rules = self.rules
+        waited = sim.waited + (now - sim.queued_since if sim.run_started is None else 0.0)
+        return standing(
+            PRIORITY,
+            sim.attained_gpu_seconds,
+            rules,
+            submitted=sim.job.submit,
+            starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules, bound),
+            entry_level=self._entry.get(sim.id, 0),
+        )
 
-def _standing(sim: SimJob, rules: ServiceRules, now: float, bound: float | None) -> Standing:
-    waited = sim.waited + (now - sim.queued_since if sim.run_started is None else 0.0)
-    return standing(
-        PRIORITY,
-        sim.attained_gpu_seconds,
-        rules,
-        submitted=sim.job.submit,
-        starved=starved(sim.gpus, sim.attained_gpu_seconds, waited, rules, bound),
-    )
+    def _next_change(
+        self,
+        view: View,
+        running: list[SimJob],
+        promotion_in: float | None,
+        best: Standing | None,
+        held: dict[str, Standing],
+    ) -> float | None:
+        """When the ranking can next change with no arrival or finish: a
+        queued job is promoted, a running job passes the minimum run or a
+        threshold. ``best`` is the highest standing in the queue."""
+        rules, now = self.rules, view.now
+        times = [now + promotion_in] if promotion_in is not None else []
+        if rules.preempt and best is not None:
+            # A job that would lose too much now is a victim at its next checkpoint.
+            for sim in running:
+                if held[sim.id] < best:
+                    times.append(now + view.checkpoint_seconds - _since_checkpoint(sim, view) + 1.0)
+        if rules.preempt:
+            for sim in running:
+                started = sim.run_started if sim.run_started is not None else now
+                if now - started < rules.min_run_seconds:
+                    times.append(started + rules.min_run_seconds)
+                level = service_level(sim.attained_gpu_seconds, rules, self._entry.get(sim.id, 0))
+                if level < len(rules.thresholds_gpu_hours):
+                    to_go = rules.thresholds_gpu_hours[level] * HOUR - sim.attained_gpu_seconds
+                    times.append(now + to_go / sim.gpus)
+        later = [t for t in times if t > now]
+        return min(later) if later else None
 
 
 def _bound(sim: SimJob, rules: ServiceRules, wait_bound: float | None) -> float:
@@ -269,34 +312,3 @@ def _cluster(view: View, running: list[SimJob]) -> ClusterState:
         in_use=sum(sim.gpus for sim in running),
         releases=releases,
     )
-
-
-def _next_change(
-    view: View,
-    running: list[SimJob],
-    promotion_in: float | None,
-    rules: ServiceRules,
-    best: Standing | None,
-    held: dict[str, Standing],
-) -> float | None:
-    """When the ranking can next change with no arrival or finish: a queued
-    job is promoted, a running job passes the minimum run or a threshold.
-    ``best`` is the highest standing in the queue."""
-    now = view.now
-    times = [now + promotion_in] if promotion_in is not None else []
-    if rules.preempt and best is not None:
-        # A job that would lose too much now is a victim at its next checkpoint.
-        for sim in running:
-            if held[sim.id] < best:
-                times.append(now + view.checkpoint_seconds - _since_checkpoint(sim, view) + 1.0)
-    if rules.preempt:
-        for sim in running:
-            started = sim.run_started if sim.run_started is not None else now
-            if now - started < rules.min_run_seconds:
-                times.append(started + rules.min_run_seconds)
-            level = service_level(sim.attained_gpu_seconds, rules)
-            if level < len(rules.thresholds_gpu_hours):
-                to_go = rules.thresholds_gpu_hours[level] * HOUR - sim.attained_gpu_seconds
-                times.append(now + to_go / sim.gpus)
-    later = [t for t in times if t > now]
-    return min(later) if later else None
