@@ -1,6 +1,6 @@
 """Entry levels: a job whose project's earlier jobs of its GPU count mostly
-reached the top level enters there; in the order it then stands, queued or
-running, as the top level's jobs do."""
+reached the top level enters there; past its first level it then stands,
+queued or running, as the top level's jobs do."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def _queued(job_id, *, submitted, attained=0.0, entry=0, project="a", gpus=8):
 def test_an_entered_job_is_ordered_with_the_top_level_first_come_first_served():
     jobs = [
         _queued("climbed-newer", submitted=30.0, attained=500 * HOUR, project="b"),
-        _queued("entered", submitted=20.0, entry=TOP),
+        _queued("entered", submitted=20.0, attained=2 * HOUR, entry=TOP),
         _queued("climbed-older", submitted=10.0, attained=500 * HOUR, project="c"),
         _queued("short", submitted=40.0, project="d"),
     ]
@@ -99,7 +99,7 @@ def test_an_entered_job_is_ordered_with_the_top_level_first_come_first_served():
         "climbed-newer",
     ]
     assert ranked.standing["entered"] == (50, 0, -TOP, -20.0)
-    # Not entered, the same job is a newcomer of the lowest level.
+    # Not entered, the same job is the only one at level 1.
     plain = rank_queue(
         [replace(j, entry_level=0) for j in jobs],
         RULES,
@@ -108,7 +108,28 @@ def test_an_entered_job_is_ordered_with_the_top_level_first_come_first_served():
         top_in_use_gpus=32,
         capacity_gpus=64,
     )
-    assert [d.job_id for d in plain.order][:2] == ["entered", "short"]
+    assert [d.job_id for d in plain.order][:2] == ["short", "entered"]
+
+
+def test_below_the_first_threshold_an_entered_job_is_at_the_lowest_level():
+    """A quick run of a project of long runs is not kept waiting with them."""
+    assert service_level(0.99 * HOUR, RULES, TOP) == 0
+    assert service_level(HOUR, RULES, TOP) == TOP
+    assert standing(50, 0.0, RULES, submitted=1.0, entry_level=TOP) == standing(
+        50, 0.0, RULES, submitted=1.0
+    )
+    ranked = rank_queue(
+        [
+            _queued("quick", submitted=20.0, entry=TOP),
+            _queued("short", submitted=40.0, project="d"),
+        ],
+        RULES,
+        in_use={},
+        weights={},
+        top_in_use_gpus=32,
+        capacity_gpus=64,
+    )
+    assert [d.job_id for d in ranked.order] == ["quick", "short"]
 
 
 def test_a_running_entered_job_counts_in_the_top_levels_share_and_is_shielded_by_it():
@@ -116,11 +137,11 @@ def test_a_running_entered_job_counts_in_the_top_levels_share_and_is_shielded_by
         "entered",
         8,
         5.0,
-        0.5 * HOUR,
-        standing(50, 0.5 * HOUR, RULES, submitted=5.0, entry_level=TOP),
+        2 * HOUR,
+        standing(50, 2 * HOUR, RULES, submitted=5.0, entry_level=TOP),
         entry_level=TOP,
     )
-    assert entered.level(RULES) == TOP and service_level(0.5 * HOUR, RULES, TOP) == TOP
+    assert entered.level(RULES) == TOP
     assert top_level_in_use([entered], RULES) == 8
     newcomer = standing(50, 0.0, RULES, submitted=40.0)
     # Outside the share, a newcomer of the lowest level may stop it (as any

@@ -1,7 +1,7 @@
 """Entry levels on a real database: decided once per job from its project's
 finished jobs of the same GPU count, noted in its history when it enters at
-the top level, and applied by the placement pass, attained-service
-preemption, queue positions and plans."""
+the top level, and applied, past a job's first level, by the placement
+pass, attained-service preemption and queue positions."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from tests.factories import aged_job, make_cluster, make_project, ran_for
 from tests.services.test_service_order import _service_preemptions
-from trainplane.api.app import create_app
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobEvent
 from trainplane.jobs.service_queues import ServiceRules
 from trainplane.jobs.states import JobStatus
-from trainplane.services.entry_levels import decide_entry_levels, entry_level_for
+from trainplane.services.entry_levels import decide_entry_levels
 from trainplane.services.placement import place_queued_jobs
 from trainplane.services.queue import queue_views
 
@@ -98,31 +96,34 @@ def test_a_job_whose_peers_mostly_reached_the_top_level_enters_there(session, lo
     assert _entry_levels(session, [fresh]) == {fresh: 0}  # now 3 of the latest 11
 
 
+def _decided_for_a_new_job(session, project, rules=RULES):
+    job = aged_job(session, "new", 4, project=project)
+    _decide(session, rules)
+    return _entry_levels(session, [job])[job]
+
+
 def test_too_few_peers_or_the_setting_off_leave_a_job_to_climb(session):
     a = make_project(session, "a")
     finished_jobs(session, a, 4, [30, 30, 30, 30])
-    with session.begin():
-        assert entry_level_for(session, a.id, 4, utcnow(), RULES) == 0  # 4 < 5 peers
+    assert _decided_for_a_new_job(session, a) == 0  # 4 peers, fewer than 5
     finished_jobs(session, a, 4, [30])
-    with session.begin():
-        assert entry_level_for(session, a.id, 4, utcnow(), RULES) == TOP
-        off = replace(RULES, entry_top_fraction=0.0)
-        assert entry_level_for(session, a.id, 4, utcnow(), off) == 0
-    job = aged_job(session, "job", 4, project=a)
-    _decide(session, replace(RULES, entry_top_fraction=0.0))
-    assert _entry_levels(session, [job]) == {job: 0}
+    assert _decided_for_a_new_job(session, a) == TOP
+    assert _decided_for_a_new_job(session, a, replace(RULES, entry_top_fraction=0.0)) == 0
 
 
 def _top_share_held(session, long_runs):
     """8 GPUs: project c's top-level job holds 4 (the share), 4 are free.
-    Queued: a's 4-GPU job (submitted two hours ago) and b's newer one."""
+    Queued, both requeued after half an hour on 4 GPUs (2 GPU-hours, past
+    the first level): a's job submitted two hours ago, b's an hour ago."""
     cluster = make_cluster(session, "local", gpus=8)
     b, c = make_project(session, "b"), make_project(session, "c")
     holding = aged_job(session, "holding", 4, project=c, status=JobStatus.RUNNING, **CHECKPOINTS)
     ran_for(session, holding, hours=30, cluster=cluster.id, live=True)
     entering = aged_job(session, "entering", 4, project=long_runs, ago=timedelta(hours=2))
-    short = aged_job(session, "short", 4, project=b, ago=timedelta(minutes=1))
-    return entering, short
+    ran_for(session, entering, hours=0.5)
+    rival = aged_job(session, "rival", 4, project=b, ago=timedelta(hours=1))
+    ran_for(session, rival, hours=0.5)
+    return entering, rival
 
 
 def _positions(session, job_ids, rules=RULES):
@@ -131,65 +132,82 @@ def _positions(session, job_ids, rules=RULES):
         return {job_id: view.position for job_id, view in queue_views(session, jobs, rules).items()}
 
 
-@pytest.mark.parametrize("entering_first", [False, True])
-def test_an_entered_job_waits_with_the_top_level_behind_newer_short_jobs(
-    session, long_runs, entering_first
-):
-    entering, short = _top_share_held(session, long_runs)
-    rules = RULES if not entering_first else replace(RULES, entry_top_fraction=0.0)
+@pytest.mark.parametrize("entered", [True, False])
+def test_past_its_first_level_an_entered_job_waits_with_the_top_level(session, long_runs, entered):
+    entering, rival = _top_share_held(session, long_runs)
+    rules = RULES if entered else replace(RULES, entry_top_fraction=0.0)
     _decide(session, rules)
-    expected = (2, 1) if not entering_first else (1, 2)
-    positions = _positions(session, [entering, short], rules)
-    assert (positions[entering], positions[short]) == expected
+    # Entered, it is a top-level job while the top level holds its share:
+    # behind the lower levels. Climbing, it is the rival's peer at level 1,
+    # and older.
+    first, second = (rival, entering) if entered else (entering, rival)
+    positions = _positions(session, [entering, rival], rules)
+    assert (positions[first], positions[second]) == (1, 2)
     placed = {job for job, _ in place_queued_jobs(session, utcnow(), rules=rules).placed}
-    assert placed == ({short} if not entering_first else {entering})
+    assert placed == {first}
+
+
+def test_before_its_first_threshold_an_entered_job_is_at_the_lowest_level(session, long_runs):
+    """A quick run of a project of long runs is not kept waiting with them."""
+    _, rival = _top_share_held(session, long_runs)
+    quick = aged_job(session, "quick", 4, project=long_runs, ago=timedelta(minutes=1))
+    _decide(session)
+    assert _entry_levels(session, [quick]) == {quick: TOP}
+    assert _positions(session, [quick, rival])[quick] == 1
+    assert {job for job, _ in place_queued_jobs(session, utcnow()).placed} == {quick}
 
 
 def test_queue_positions_of_one_project_follow_entry_levels(session, long_runs):
-    """One project's queue is shown in plain priority and submit order only
-    while that is the order: an entered job breaks it."""
     cluster = make_cluster(session, "local", gpus=8)
     holding = aged_job(session, "holding", 4, project=long_runs, status=JobStatus.RUNNING)
     ran_for(session, holding, hours=30, cluster=cluster.id, live=True)  # the top level's share
     entering = aged_job(session, "entering", 4, project=long_runs, ago=timedelta(hours=2))
-    fresh = aged_job(session, "fresh", 2, project=long_runs)  # no 2-GPU peers: level 0
+    ran_for(session, entering, hours=0.5)  # 2 GPU-hours: the top level, entered
+    other = aged_job(session, "other", 2, project=long_runs, ago=timedelta(hours=1))
+    ran_for(session, other, hours=1)  # 2 GPU-hours, no 2-GPU peers: level 1
     _decide(session)
-    positions = _positions(session, [entering, fresh])
-    assert (positions[fresh], positions[entering]) == (1, 2)
-    assert {job for job, _ in place_queued_jobs(session, utcnow()).placed} == {fresh}
+    positions = _positions(session, [entering, other])
+    assert (positions[other], positions[entering]) == (1, 2)
+    assert {job for job, _ in place_queued_jobs(session, utcnow()).placed} == {other}
 
 
-def _entered_running(session, long_runs, *, gpus):
-    """On ``gpus`` GPUs, a's 4-GPU job that entered at the top level runs
-    for 12 minutes (0.8 GPU-hours, the lowest level by its service);
-    project b's new 4-GPU job waits."""
+def _entered_running(session, long_runs, *, gpus, hours=0.5):
+    """On ``gpus`` GPUs, a's 4-GPU job that entered at the top level has
+    run for ``hours`` (by default 2 GPU-hours, level 1 by its service alone);
+    project b's 4-GPU job, requeued after 2 GPU-hours too, waits."""
     cluster = make_cluster(session, "local", gpus=gpus)
     entered = aged_job(
         session, "entered", 4, project=long_runs, status=JobStatus.RUNNING, **CHECKPOINTS
     )
-    ran_for(session, entered, hours=0.2, cluster=cluster.id, live=True)
+    ran_for(session, entered, hours=hours, cluster=cluster.id, live=True)
     _decide(session)
-    waiting = aged_job(session, "waiting", 4, project=make_project(session, "b"), **CHECKPOINTS)
+    b = make_project(session, "b")
+    waiting = aged_job(session, "waiting", 4, project=b, ago=timedelta(hours=2), **CHECKPOINTS)
+    ran_for(session, waiting, hours=0.5)
+    with session.begin():
+        session.execute(update(Job).where(Job.id == waiting).values(entry_level=0))
     return cluster, entered, waiting
 
 
-def _preemptions(session):
-    return [(x.preemptor_job, x.victim_job) for x in _service_preemptions(session)]
+def _preemptions(session, rules=RULES):
+    return [(x.preemptor_job, x.victim_job) for x in _service_preemptions(session, rules)]
 
 
 def test_a_running_entered_job_stands_at_the_top_level_for_preemption(session, long_runs):
     _, entered, waiting = _entered_running(session, long_runs, gpus=4)
-    # Outside the top level's share (2 of 4 GPUs), a newcomer of the lowest
-    # level stops it as it would stop any long run; by service alone the two
-    # are peers, and a queued job never stops a running peer.
+    # Outside the top level's share (2 of 4 GPUs), a level-1 job stops it as
+    # it would stop any long run; by service alone the two are peers at
+    # level 1, and a queued job never stops a running peer.
     assert _preemptions(session) == [(waiting, entered)]
     with session.begin():
         session.execute(update(Job).where(Job.id == entered).values(entry_level=0))
     assert _preemptions(session) == []
 
 
-def test_within_the_share_a_running_entered_job_is_shielded(session, long_runs):
-    cluster, _, waiting = _entered_running(session, long_runs, gpus=8)
+@pytest.mark.parametrize("share", [0.5, 0.0])
+def test_within_the_share_a_running_entered_job_is_shielded(session, long_runs, share):
+    # The entered job has held 16 GPU-hours, the other running job 12.
+    cluster, entered, _ = _entered_running(session, long_runs, gpus=8, hours=4)
     other = aged_job(
         session,
         "other",
@@ -198,31 +216,11 @@ def test_within_the_share_a_running_entered_job_is_shielded(session, long_runs):
         status=JobStatus.RUNNING,
         **CHECKPOINTS,
     )
-    ran_for(session, other, hours=3, cluster=cluster.id, live=True)  # 12 GPU-hours: level 2
+    ran_for(session, other, hours=3, cluster=cluster.id, live=True)
     with session.begin():
         session.execute(update(Job).where(Job.id == other).values(entry_level=0))
-    # The entered job holds the share (4 of 8): the level-2 job makes room.
-    assert _preemptions(session) == [(waiting, other)]
-
-
-def test_a_plan_ranks_a_would_be_job_at_its_entry_level(settings, session, long_runs):
-    _top_share_held(session, long_runs)
-    _decide(session)
-    spec = {
-        "kind": "train",
-        "name": "planned",
-        "project": "a",
-        "entrypoint": {"command": ["true"]},
-        "resources": {"gpus": 4},
-    }
-    with TestClient(create_app(settings)) as api:
-        entered = api.post("/v1/jobs/plan", json=spec).json()["placement"]
-        climbing = api.post("/v1/jobs/plan", json={**spec, "resources": {"gpus": 2}}).json()[
-            "placement"
-        ]
-    # Entering at the top level, it queues after both jobs (the short one,
-    # then a's older one, first come, first served); a 2-GPU job of a has no
-    # peers: at the lowest level, it goes behind the short job submitted
-    # before it and ahead of a's entered one.
-    assert entered["queue_position"] == 3
-    assert climbing["queue_position"] == 2
+    # Most attained first stops the entered job when no share is owed; it
+    # holds the top level's share (4 of 8) and stands as the lowest level,
+    # so the other job (level 2) gives way to the level-1 one.
+    victims = [victim for _, victim in _preemptions(session, replace(RULES, top_share=share))]
+    assert victims == ([other] if share else [entered])

@@ -24,7 +24,7 @@ RULES = ServiceRules(starve_after_seconds=48 * HOUR)
 CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
 
 
-def _service_preemptions(session):
+def _service_preemptions(session, rules=RULES):
     """One attained-service preemption pass (no priority preemption)."""
     return preempt_for_waiting_jobs(
         session,
@@ -32,7 +32,7 @@ def _service_preemptions(session):
         grace_seconds=60.0,
         min_runtime_seconds=600.0,
         priorities=False,
-        rules=RULES,
+        rules=rules,
     )
 
 

@@ -5,6 +5,8 @@ job passed over by a stream of short ones waits no longer than the wait bound.""
 
 from __future__ import annotations
 
+import pytest
+
 from trainplane.jobs.service_queues import HOUR, ServiceRules
 from trainplane.simulation.engine import simulate
 from trainplane.simulation.trace import TraceJob
@@ -56,23 +58,17 @@ def test_a_long_job_passed_over_by_short_ones_waits_no_longer_than_the_wait_boun
     assert max(sim.waited for sim in bounded.values()) < unbounded["long"].waited
 
 
-def test_a_job_whose_peers_ran_long_enters_the_top_level_and_waits_with_the_long_runs():
-    # 16 GPUs, no preemption. c's long run holds 8 (the top level's share
-    # once past 100 GPU-hours); a's four 8-GPU runs of 13 h (104 GPU-hours
-    # each) run one after another on the other 8. Queued behind a's last:
-    # a's next 8-GPU job, then b's short one.
-    jobs = [
-        TraceJob("hold", 0.0, 1000 * HOUR, 8, "c"),
-        *(TraceJob(f"a{i}", 1.0 + i, 13 * HOUR, 8, "a") for i in range(4)),
-        TraceJob("a-last", 5.0, 13 * HOUR, 8, "a"),
-        TraceJob("next", 60 * HOUR, 10 * HOUR, 8, "a"),
-        TraceJob("short", 61 * HOUR, 0.5 * HOUR, 8, "b"),
-    ]
+def test_the_replay_learns_from_every_finished_job_even_one_no_pass_saw_running():
+    # One 8-GPU job after another, no preemption: nothing happens while each
+    # runs, so no pass sees any of them running.
+    jobs = [TraceJob(f"a{i}", float(i), 13 * HOUR, 8, "a") for i in range(4)]
+    jobs.append(TraceJob("last", 4.0, 10 * HOUR, 8, "a"))
     rules = ServiceRules(preempt=False, entry_min_peers=4)
-    # When next is first seen, four of a's 8-GPU jobs have finished, all long:
-    # it enters the top level, which holds its share, so the short job goes first.
-    entered = _run(jobs, rules, gpus=16)
-    assert entered["short"].first_start < entered["next"].first_start
-    # Climbing from the lowest level, next is the short job's peer, and older.
-    climbing = _run(jobs, ServiceRules(preempt=False, entry_top_fraction=0), gpus=16)
-    assert climbing["next"].first_start < climbing["short"].first_start
+    policy = TrainplanePolicy(rules)
+    simulate(jobs, policy, gpus=8, gpus_per_node=8, estimate_factor=0)
+    # Sizes (for the wait bound): 104 GPU-hours, four times (the last job
+    # ends after the replay's last pass).
+    assert policy._sizes.sizes().by_project["a"] == pytest.approx(104 * HOUR)
+    # Entry levels: the four reached the top level.
+    assert policy._peers.entry_level("a", 8) == rules.top_level
+    assert policy._peers.entry_level("a", 4) == 0

@@ -29,7 +29,7 @@ classes stay above the levels.
   Philly trace the long jobs were preempted up to a thousand times and the
   longest wait was nearly twice first come, first served's.
 - A job whose project's earlier jobs of its GPU count mostly reached the
-  top level enters there when first seen instead of climbing
+  top level goes there from the first threshold on instead of climbing
   (:mod:`trainplane.jobs.entry_levels`): it is likely long too, and its
   first hundred GPU-hours at the lower levels' standing would come out of
   the other long jobs' waits.
@@ -90,7 +90,7 @@ class ServiceRules:
     alone remains).
 
     ``entry_top_fraction``, ``entry_min_peers``, ``entry_peers``: a job
-    enters at the top level, instead of climbing to it, when at least
+    skips from the lowest level to the top one, instead of climbing, when at least
     ``entry_min_peers`` of its project's latest ``entry_peers`` finished
     jobs of the same GPU count ran and at least this fraction of them
     reached the top level (:mod:`trainplane.jobs.entry_levels`); 0 turns
@@ -147,11 +147,12 @@ class RankedQueue:
 
 
 def service_level(attained_gpu_seconds: float, rules: ServiceRules, entry_level: int = 0) -> int:
-    """0 for the least attained service; one more past each threshold; never
-    below the level the job entered at."""
-    return max(
-        entry_level, bisect.bisect_right(rules.thresholds_gpu_hours, attained_gpu_seconds / HOUR)
-    )
+    """0 for the least attained service; one more past each threshold. Past
+    the first threshold, never below the level the job entered at: the
+    lowest level is everyone's, so that a job that fails at start or a quick
+    test finishes fast whatever its project's other jobs did."""
+    level = bisect.bisect_right(rules.thresholds_gpu_hours, attained_gpu_seconds / HOUR)
+    return max(entry_level, level) if level else 0
 
 
 def standing(

@@ -38,20 +38,11 @@ def peer_outcomes(
             Job.kind != "sweep",
             Job.status.in_(_FINISHED),
         )
-        .order_by(Job.finished_at.desc(), Job.id.desc())
+        .order_by(Job.finished_at.desc().nulls_last(), Job.id.desc())
         .limit(rules.entry_peers)
     ).all()
     ran = run_seconds(session, [r.id for r in rows], now)
     return [reached_top(ran[r.id] * gpus, rules) for r in rows if r.id in ran]
-
-
-def entry_level_for(
-    session: Session, project_id: str, gpus: int, now: datetime, rules: ServiceRules
-) -> int:
-    """The level a job of ``project_id`` on ``gpus`` GPUs would enter at now."""
-    if rules.entry_top_fraction <= 0:
-        return 0
-    return entry_level(peer_outcomes(session, project_id, gpus, now, rules), rules)
 
 
 def decide_entry_levels(session: Session, now: datetime, rules: ServiceRules) -> int:

@@ -32,7 +32,6 @@ from trainplane.jobs.spec import FinetuneSpec, SweepSpec, TrainSpec
 from trainplane.services.access import Caller, Role
 from trainplane.services.bundles import check_spec_code
 from trainplane.services.clusters import cluster_states
-from trainplane.services.entry_levels import entry_level_for
 from trainplane.services.estimates import StrategyPlan, plan_strategy
 from trainplane.services.file_access import FileAccess, check_spec_locations
 from trainplane.services.forecasts import (
@@ -154,14 +153,8 @@ def plan_job(
         planned = replace(demand, project_id=project)
         # Submitted now, it has had no service and has waited for nothing:
         # ranked with the queue as the scheduler would rank it.
-        rules = rules or ServiceRules()
-        submitted = QueuedJob(
-            planned,
-            spec.priority_rank,
-            submitted=0.0,
-            entry_level=entry_level_for(session, project, demand.gpus, now, rules),
-        )
-        ranked = ranked_queue(session, now, rules, clusters, extra=[submitted])
+        submitted = QueuedJob(planned, spec.priority_rank, submitted=0.0)
+        ranked = ranked_queue(session, now, rules or ServiceRules(), clusters, extra=[submitted])
         order = ranked.order
         quotas = QuotaLedger.of(project_quotas(session, now))
     position = next(i for i, d in enumerate(order) if d.job_id == PLANNED) + 1

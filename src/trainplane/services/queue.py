@@ -89,12 +89,10 @@ def take_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
 
 def _plain_order(session: Session, rules: ServiceRules) -> bool:
     """Whether the queue's order is plain priority then submit time: no
-    queued job has run yet (all have had no service), none entered above
-    the lowest level and none has waited long enough to be promoted."""
+    queued job has run yet (all have had no service) and none has waited
+    long enough to be promoted."""
     oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
     if oldest is not None and (utcnow() - oldest).total_seconds() >= rules.starve_after_seconds:
-        return False
-    if session.scalar(select(Job.id).where(awaiting_placement(), Job.entry_level > 0).limit(1)):
         return False
     ran = session.scalar(
         select(func.count())
