@@ -149,10 +149,11 @@ class Settings(BaseSettings):
         default=0.5,
         ge=0,
         le=1,
-        description="A job enters the top service level when it is first seen, instead of "
-        "climbing to it, if at least this fraction of its project's latest finished jobs "
-        "of the same GPU count reached it (top_level_entry_min_jobs of them at least, of "
-        "the latest top_level_entry_jobs). 0 turns it off.",
+        description="A job goes from the lowest service level straight to the top one, "
+        "instead of climbing, if at least this fraction of its project's latest finished "
+        "jobs of the same GPU count reached the top (top_level_entry_min_jobs of them at "
+        "least, of the latest top_level_entry_jobs); decided when the scheduler first sees "
+        "the job. 0 turns it off.",
     )
     top_level_entry_min_jobs: int = Field(default=5, ge=1)
     top_level_entry_jobs: int = Field(default=100, ge=1)
