@@ -114,10 +114,8 @@ class Job(Base):
     # when the scheduler first saw it queued (services.wait_bounds): the
     # longest of these lately bounds every job's wait. NULL until then.
     fifo_wait_seconds: Mapped[float | None] = mapped_column(Float)
-    # The attained-service level it entered at, decided when the scheduler
-    # first saw it from its project's finished jobs of the same GPU count
-    # (services.entry_levels): 0 climbs from the lowest level, the top level
-    # queues with the long runs at once. NULL until then (counts as 0).
+    # The service level it skips to past its first (services.entry_levels);
+    # decided when the scheduler first saw it. NULL until then (counts as 0).
     entry_level: Mapped[int | None] = mapped_column(Integer)
     # A trial's sweep (a job of kind sweep); NULL for every other job.
     parent_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
