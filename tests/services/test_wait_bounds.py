@@ -11,7 +11,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from tests.factories import aged_job, make_cluster, make_project, ran_for
+from tests.factories import (
+    aged_job,
+    insert_jobs,
+    make_cluster,
+    make_project,
+    ran_for,
+    small_spec,
+)
 from trainplane.db.base import utcnow
 from trainplane.db.models import Job
 from trainplane.jobs.service_queues import HOUR, ServiceRules
@@ -139,3 +146,25 @@ def test_a_running_job_is_ahead_of_every_queued_one_whenever_it_was_submitted(se
     # the newer with 3 (its project has no finished job: the overall 4
     # GPU-hours, 1 held).
     assert _estimated(session, [gang])[gang] == pytest.approx((2 + 3) * HOUR / 4, rel=1e-3)
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.0])
+def test_queue_positions_show_the_wait_bound_in_a_queue_of_one_project(session, factor):
+    # One project whose jobs never ran: the queue's order would be plain
+    # priority then age, were it not for a job past the wait bound.
+    make_cluster(session, "local", gpus=4)
+    solo = make_project(session, "solo")
+    old = aged_job(session, "old", 1, project=solo, ago=timedelta(hours=5))
+    (urgent,) = insert_jobs(
+        session, 1, spec=small_spec("urgent", gpus=1), project_id=solo.id, priority=100
+    )
+    with session.begin():  # first come, first served would make it wait 2 h
+        session.execute(update(Job).where(Job.id == urgent).values(fifo_wait_seconds=2 * HOUR))
+    rules = ServiceRules(fifo_wait_factor=factor)
+    with session.begin():
+        jobs = session.scalars(select(Job).where(Job.id.in_([old, urgent]))).all()
+        positions = {j: v.position for j, v in queue_views(session, jobs, rules).items()}
+    if factor:  # the old job has waited 5 h, past the bound: it goes first
+        assert (positions[old], positions[urgent]) == (1, 2)
+    else:
+        assert (positions[urgent], positions[old]) == (1, 2)

@@ -31,6 +31,7 @@ from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.placement import queue_order, ranked_queue
 from trainplane.services.quotas import project_quotas
+from trainplane.services.wait_bounds import wait_bound
 
 RANKED_QUEUE_LENGTH = 1000
 SNAPSHOT_SECONDS = 1.0
@@ -90,10 +91,16 @@ def take_snapshot(session: Session, rules: ServiceRules) -> QueueSnapshot:
 def _plain_order(session: Session, rules: ServiceRules) -> bool:
     """Whether the queue's order is plain priority then submit time: no
     queued job has run yet (all have had no service) and none has waited
-    long enough to be promoted."""
+    long enough to be promoted, by the starvation bound or the wait bound."""
+    now = utcnow()
     oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
-    if oldest is not None and (utcnow() - oldest).total_seconds() >= rules.starve_after_seconds:
-        return False
+    if oldest is not None:
+        waited = (now - oldest).total_seconds()
+        if waited >= rules.starve_after_seconds:
+            return False
+        bound = wait_bound(session, now, rules)
+        if bound is not None and waited >= bound:
+            return False
     ran = session.scalar(
         select(func.count())
         .select_from(JobAttempt)
