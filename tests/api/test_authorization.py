@@ -25,8 +25,8 @@ from tests.factories import small_spec
 from trainplane.api.app import create_app
 from trainplane.code_bundles import build_bundle
 from trainplane.config import Settings
+from trainplane.db.access_models import ApiToken
 from trainplane.db.base import utcnow
-from trainplane.db.models import ApiToken
 
 BOOTSTRAP = "bootstrap-secret-for-the-matrix"
 CALLERS = ("none", "expired", "revoked", "viewer", "outsider", "member", "admin", "root")

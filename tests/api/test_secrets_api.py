@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.factories import count_rows, make_attempt, make_job, small_spec
-from trainplane.db.models import AuditEvent, JobAttempt, ProjectSecret
+from trainplane.db.access_models import AuditEvent, ProjectSecret
+from trainplane.db.models import JobAttempt
 from trainplane.jobs.states import JobStatus
 from trainplane.services.attempt_tokens import TokenKey, attempt_token
 from trainplane.services.secrets import MAX_VALUE_BYTES

@@ -10,7 +10,7 @@ import subprocess
 from sqlalchemy import select
 
 from tests.cli.conftest import BOOTSTRAP, TRAINPLANE, clean_env, run_cli
-from trainplane.db.models import ProjectSecret
+from trainplane.db.access_models import ProjectSecret
 from trainplane.services.attempt_tokens import TokenKey
 from trainplane.services.secret_box import SecretBox
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import func, select
 
-from trainplane.db.models import ServerSecret
+from trainplane.db.access_models import ServerSecret
 from trainplane.errors import UnauthenticatedError
 from trainplane.services.attempt_tokens import (
     KEY_NAME,

@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from tests.factories import count_rows, make_project, small_spec
 from trainplane.api.app import create_app
-from trainplane.db.models import OwnedName, Project
+from trainplane.db.access_models import OwnedName
+from trainplane.db.models import Project
 from trainplane.errors import InvalidInputError
 from trainplane.jobs.spec import parse_spec
 from trainplane.services.access import Caller

@@ -8,7 +8,7 @@ from pydantic import SecretStr
 from sqlalchemy import select, update
 
 from tests.factories import make_attempt, make_job, make_project, small_spec
-from trainplane.db.models import ProjectSecret
+from trainplane.db.access_models import ProjectSecret
 from trainplane.errors import ConflictError
 from trainplane.jobs.states import JobStatus
 from trainplane.services import secrets

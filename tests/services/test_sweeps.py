@@ -18,9 +18,10 @@ from tests.factories import (
     make_attempt,
     make_cluster,
 )
+from trainplane.db.access_models import OwnedName
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Job, JobAttempt, OwnedName, Project, SweepTrial
+from trainplane.db.models import Job, JobAttempt, Project, SweepTrial
 from trainplane.errors import InvalidInputError
 from trainplane.jobs.spec import load_sweep_spec, parse_spec
 from trainplane.jobs.states import JobStatus

@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.factories import make_project
 from tests.tracking.conftest import Jobs
 from tests.tracking.test_tracking_loop import run_pass, tracking_row
+from trainplane.db.access_models import OwnedName
 from trainplane.db.base import utcnow
-from trainplane.db.models import OwnedName, Project
+from trainplane.db.models import Project
 from trainplane.jobs.states import JobStatus
 
 pytestmark = pytest.mark.usefixtures("one_rank_group")

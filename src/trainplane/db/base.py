@@ -108,3 +108,8 @@ def upsert_insert(session: Session, model: type[Base]) -> Any:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def in_list(column: str, values: list[str]) -> str:
+    """A CHECK constraint's text: ``column`` holds one of ``values``."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"

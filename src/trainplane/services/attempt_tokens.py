@@ -23,8 +23,8 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from trainplane.db.access_models import ServerSecret
 from trainplane.db.base import upsert_insert, utcnow
-from trainplane.db.models import ServerSecret
 from trainplane.errors import UnauthenticatedError
 
 KEY_NAME = "attempt-token-key"

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from trainplane.db.access_models import AuditEvent
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import AuditEvent
 from trainplane.services.access import Caller, Role
 
 

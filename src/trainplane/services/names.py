@@ -24,8 +24,9 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
+from trainplane.db.access_models import OwnedName
 from trainplane.db.base import upsert_insert, utcnow
-from trainplane.db.models import OwnedName, Project
+from trainplane.db.models import Project
 from trainplane.errors import ConflictError, InvalidInputError
 from trainplane.tracking.run_data import experiment_name
 

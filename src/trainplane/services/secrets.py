@@ -20,9 +20,10 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from trainplane.db.access_models import ProjectSecret
 from trainplane.db.base import upsert_insert, utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import Job, JobAttempt, Project, ProjectSecret
+from trainplane.db.models import Job, JobAttempt, Project
 from trainplane.errors import ConflictError, InvalidInputError, NotFoundError
 from trainplane.ids import new_id
 from trainplane.jobs.entrypoints import wanted_secrets

@@ -24,9 +24,10 @@ from sqlalchemy import Engine, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from trainplane.db.access_models import ApiToken, TokenGrant
 from trainplane.db.base import utcnow
 from trainplane.db.engine import read_only
-from trainplane.db.models import ApiToken, Project, TokenGrant
+from trainplane.db.models import Project
 from trainplane.errors import ConflictError, ForbiddenError, NotFoundError, UnauthenticatedError
 from trainplane.ids import new_id
 from trainplane.services import audit

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints, field_validator
 
-from trainplane.db.models import AuditEvent
+from trainplane.db.access_models import AuditEvent
 from trainplane.jobs.durations import parse_duration
 from trainplane.jobs.spec import ProjectName
 from trainplane.services.access import Caller
