@@ -26,7 +26,7 @@ from trainplane.db.base import utcnow
 from trainplane.db.models import Job, JobAttempt
 from trainplane.jobs.placement import ClusterState, Demand, wait_reason
 from trainplane.jobs.quotas import ProjectQuota
-from trainplane.jobs.service_queues import ServiceRules
+from trainplane.jobs.service_queues import ServiceRules, starvation_bound_for
 from trainplane.jobs.states import JobStatus
 from trainplane.services.clusters import awaiting_placement, cluster_states
 from trainplane.services.placement import queue_order, ranked_queue
@@ -95,11 +95,9 @@ def _plain_order(session: Session, rules: ServiceRules) -> bool:
     now = utcnow()
     oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
     if oldest is not None:
-        waited = (now - oldest).total_seconds()
-        if waited >= rules.starve_after_seconds:
-            return False
-        bound = wait_bound(session, now, rules)
-        if bound is not None and waited >= bound:
+        # Only jobs that never ran get here: no run time stretches the bound.
+        bound = starvation_bound_for(1, 0.0, rules, wait_bound(session, now, rules))
+        if (now - oldest).total_seconds() >= bound:
             return False
     ran = session.scalar(
         select(func.count())
