@@ -95,7 +95,8 @@ def _plain_order(session: Session, rules: ServiceRules) -> bool:
     now = utcnow()
     oldest = session.scalar(select(func.min(Job.created_at)).where(awaiting_placement()))
     if oldest is not None:
-        # Only jobs that never ran get here: no run time stretches the bound.
+        # Plain order also needs that no queued job has run (below), so no
+        # run time stretches the bound: a job of no service is asked about.
         bound = starvation_bound_for(1, 0.0, rules, wait_bound(session, now, rules))
         if (now - oldest).total_seconds() >= bound:
             return False
