@@ -119,6 +119,14 @@ class Settings(BaseSettings):
         "first) that save checkpoints, after preemption_min_runtime_seconds, to start; "
         "at the top level, an older job stops newer ones.",
     )
+    service_preemption_wait_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="A queued job stops no running job of its priority (attained service) "
+        "until it has waited this long, so that it takes GPUs that free up by themselves "
+        "first; a promoted job or a higher priority stops others at once. 0 (the "
+        "default): as soon as the order allows.",
+    )
     starvation_seconds: float = Field(
         default=5_184_000.0,
         gt=0,
@@ -272,6 +280,7 @@ class Settings(BaseSettings):
             starve_factor=self.starvation_factor,
             min_run_seconds=self.preemption_min_runtime_seconds,
             preempt=self.service_preemption_enabled,
+            preempt_after_wait_seconds=self.service_preemption_wait_seconds,
             top_share=self.top_level_share,
             fifo_wait_factor=self.fifo_wait_factor,
             fifo_wait_window_seconds=self.fifo_wait_window_seconds,

@@ -12,6 +12,7 @@ from trainplane.jobs.service_queues import (
     HeldJob,
     QueuedJob,
     ServiceRules,
+    as_preemptor,
     rank_queue,
     service_level,
     shield_top_share,
@@ -242,3 +243,38 @@ def test_the_oldest_running_top_level_jobs_up_to_the_share_stand_as_the_lowest_l
     assert shield_top_share([promoted], RULES, 32)["promoted"] == promoted.standing
     off = shield_top_share(held, replace(RULES, top_share=0.0), 32)
     assert off == {h.job_id: h.standing for h in held}
+
+
+def test_a_newcomer_made_to_wait_preempts_only_then_and_a_higher_priority_at_once():
+    patience = HOUR
+    patient = replace(RULES, preempt_after_wait_seconds=patience)
+    running = [_running("long", hours=50)]
+    victims = {"long": standing(50, 100 * HOUR, RULES, submitted=0.0)}
+
+    def preempts(queued, rules=patient):
+        ranked = rank_queue([queued], rules, in_use={}, weights={})
+        choices = choose_service_preemptions(
+            [queued.demand],
+            ranked.standing,
+            [_cluster(0, [])],
+            running,
+            victims,
+            min_runtime_seconds=RULES.min_run_seconds,
+        )
+        return [v.job_id for c in choices for v in c.victims], ranked.next_preemptor_in
+
+    # Fresh, it waits for GPUs that free up by themselves, and the queue says
+    # when it may preempt instead.
+    assert preempts(_queued("new", gpus=2, waited=600.0)) == ([], patience - 600.0)
+    assert preempts(_queued("new", gpus=2, waited=patience)) == (["long"], None)
+    # A promoted job, or one of a higher priority, stops others at once.
+    promoted = as_preemptor(standing(50, 0.0, RULES, submitted=1.0, starved=True), 0.0, patient)
+    assert promoted > victims["long"]
+    high = as_preemptor(standing(90, 0.0, RULES, submitted=1.0), 0.0, patient)
+    assert high > victims["long"]
+    # Waiting, it stands below every running job of its priority, shielded or not.
+    waiting = as_preemptor(standing(50, 0.0, RULES, submitted=1.0), 0.0, patient)
+    lowest_running = standing(50, 10**6 * HOUR, RULES, submitted=10**9)
+    assert waiting < lowest_running < (50, 0, 0, 0.0)
+    # 0 (the default) turns the wait off: a newcomer preempts as soon as the order allows.
+    assert preempts(_queued("new", gpus=2), RULES) == (["long"], None)

@@ -24,11 +24,11 @@ RULES = ServiceRules(starve_after_seconds=48 * HOUR)
 CHECKPOINTS = {"checkpoint": {"every_steps": 10}}
 
 
-def _service_preemptions(session, rules=RULES):
+def _service_preemptions(session, rules=RULES, now=None):
     """One attained-service preemption pass (no priority preemption)."""
     return preempt_for_waiting_jobs(
         session,
-        utcnow(),
+        now or utcnow(),
         grace_seconds=60.0,
         min_runtime_seconds=600.0,
         priorities=False,
@@ -135,6 +135,24 @@ def test_attained_service_preempts_the_most_attained_after_its_minimum_run_with_
     ]
     asked = _service_preemptions(session)
     assert [(x.preemptor_job, x.victim_job) for x in asked] == [(waiting[0], running["middle"])]
+
+
+def test_a_newcomer_made_to_wait_stops_a_job_only_once_it_has_waited(session):
+    """With ``preempt_after_wait_seconds`` set, a queued job of no service
+    stops nobody until it has waited that long (GPUs may free up by
+    themselves); then it stops the most attained job."""
+    rules = replace(RULES, preempt_after_wait_seconds=HOUR)
+    cluster = make_cluster(session, "local", gpus=1)
+    a, b = make_project(session, "a"), make_project(session, "b")
+    long = aged_job(session, "long", 1, project=a, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, long, hours=30, cluster=cluster.id, live=True)
+    newcomer = aged_job(session, "newcomer", 1, project=b, ago=timedelta(minutes=50))
+    assert _service_preemptions(session, rules) == []
+    # Eleven minutes later it has waited an hour.
+    asked = _service_preemptions(session, rules, now=utcnow() + timedelta(minutes=11))
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(newcomer, long)]
+    # By default it would not have waited at all.
+    assert RULES.preempt_after_wait_seconds == 0
 
 
 def _positions(session, job_ids):

@@ -1,5 +1,6 @@
 """The trainplane policy in the replay engine, on tiny traces: attained
 service lets a short job past a long one (after the long one's minimum run),
+a newcomer made to wait takes GPUs that free up or preempts once it has waited,
 a gang passed over for longer than the starvation bound starts, and a long
 job passed over by a stream of short ones waits no longer than the wait bound."""
 
@@ -32,6 +33,27 @@ def test_a_short_job_preempts_a_long_one_past_the_first_level_after_its_minimum_
     assert sims["short"].first_start >= rules.min_run_seconds
     assert sims["short"].finished < 2 * HOUR
     assert sims["long"].lost_gpu_seconds > 0
+
+
+@pytest.mark.parametrize("frees_up", [False, True])
+def test_a_newcomer_made_to_wait_takes_freed_gpus_or_preempts_once_it_has_waited(frees_up):
+    rules = ServiceRules(preempt_after_wait_seconds=HOUR)
+    jobs = [
+        TraceJob("long", 0.0, 10 * HOUR, 8, "a"),
+        TraceJob("short", 2 * HOUR, 600.0, 8, "b"),
+    ]
+    if frees_up:  # the long job ends half an hour after the newcomer came
+        jobs[0] = TraceJob("long", 0.0, 2.5 * HOUR, 8, "a")
+    sims = _run(jobs, rules)
+    short = sims["short"]
+    if frees_up:
+        assert sims["long"].preemptions == 0
+        assert short.first_start == pytest.approx(2.5 * HOUR, abs=120.0)
+    else:
+        # It stops the long job once it has waited an hour (no sooner: the
+        # pass that ends its wait is the first that may choose a victim).
+        assert sims["long"].preemptions == 1
+        assert 3 * HOUR <= short.first_start <= 3 * HOUR + 1800.0
 
 
 def test_a_passed_over_gang_starts_once_past_the_starvation_bound():

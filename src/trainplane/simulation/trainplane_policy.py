@@ -36,6 +36,7 @@ from trainplane.jobs.service_queues import (
     QueuedJob,
     ServiceRules,
     Standing,
+    as_preemptor,
     rank_queue,
     service_level,
     shield_top_share,
@@ -137,18 +138,29 @@ class TrainplanePolicy:
         if view.free == 0:
             # Nothing can start without a preemption: decide that without
             # ranking the queue, which is most of a pass's cost.
-            best = max((self._standing(sim, now, bound) for sim in view.queued), default=None)
+            waits = {sim.id: sim.waited + now - sim.queued_since for sim in view.queued}
+            best = max(
+                (
+                    as_preemptor(self._standing(sim, now, bound), waits[sim.id], rules)
+                    for sim in view.queued
+                ),
+                default=None,
+            )
             held = shield_top_share(self._held(view, bound), rules, view.gpus)
             if not self._may_preempt(view, best, held):
+                # The ranking changes next when a job is promoted or may
+                # preempt; when a promotion is already due, the victims'
+                # next checkpoints wake the policy instead (_next_change).
                 promotion_in = min(
-                    (
-                        _bound(sim, rules, bound) - (sim.waited + now - sim.queued_since)
-                        for sim in view.queued
-                    ),
+                    (_bound(sim, rules, bound) - waits[sim.id] for sim in view.queued),
                     default=None,
                 )
+                patience = [rules.preempt_after_wait_seconds - w for w in waits.values()]
+                change_in = min([t for t in patience if t > 0], default=promotion_in)
+                if promotion_in is not None:
+                    change_in = min(change_in, promotion_in)
                 running = list(view.running)
-                return Decision(wake_at=self._next_change(view, running, promotion_in, best, held))
+                return Decision(wake_at=self._next_change(view, running, change_in, best, held))
         in_use: dict[str, int] = defaultdict(int)
         for sim in view.running:
             in_use[sim.job.project] += sim.gpus
@@ -204,7 +216,10 @@ class TrainplanePolicy:
         wake = None
         if len(started) < len(view.queued):
             best = max(ranked.standing.values(), default=None)
-            wake = self._next_change(view, staying, ranked.next_promotion_in, best, held)
+            change_in = [
+                t for t in (ranked.next_promotion_in, ranked.next_preemptor_in) if t is not None
+            ]
+            wake = self._next_change(view, staying, min(change_in, default=None), best, held)
         return Decision(start=[j for j, _ in placed], preempt=sorted(victims), wake_at=wake)
 
     def _may_preempt(self, view: View, best: Standing | None, held: dict[str, Standing]) -> bool:
