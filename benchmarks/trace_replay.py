@@ -6,7 +6,8 @@ The default trace is Philly (../shared/traces/philly.csv, 82,247 jobs over
 (``timestamp,duration,num_gpus,gpu_time,cluster``) works, and so do the
 synthetic mixes of ``trainplane.simulation.synthetic``.
 
-    .venv/bin/python benchmarks/trace_replay.py [--trace FILE | --synthetic NAME --seed S]
+    .venv/bin/python benchmarks/trace_replay.py [--trace FILE | --synthetic NAME --seed S
+        [--load-scale 1.3]]
         [--nodes 64] [--gpus-per-node 8] [--days N] [--estimate-factor 2]
         [--checkpoint-minutes 30] [--restart-overhead 60]
         [--policies trainplane,fifo,easy,las] [--json]
@@ -58,6 +59,12 @@ def parse_args() -> argparse.Namespace:
     source.add_argument("--synthetic", choices=sorted(MIXES), help="a synthetic mix, not a file")
     parser.add_argument("--seed", type=int, default=0, help="of the synthetic mix")
     parser.add_argument(
+        "--load-scale",
+        type=float,
+        default=1.0,
+        help="the synthetic mix's offered work times this (1.3: 30%% more jobs)",
+    )
+    parser.add_argument(
         "--nodes", type=int, default=None, help="64, or the synthetic mix's own cluster"
     )
     parser.add_argument("--gpus-per-node", type=int, default=8)
@@ -75,6 +82,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of figures")
     args = parser.parse_args()
+    if args.load_scale <= 0:
+        parser.error("--load-scale must be positive")
+    if args.load_scale != 1.0 and not args.synthetic:
+        parser.error("--load-scale applies to --synthetic mixes only")
     args.policies = [name.strip() for name in args.policies.split(",") if name.strip()]
     unknown = [name for name in args.policies if name not in POLICIES]
     if unknown or not args.policies:
@@ -84,10 +95,11 @@ def parse_args() -> argparse.Namespace:
 
 def load(args: argparse.Namespace) -> tuple[list[TraceJob], str]:
     if args.synthetic:
-        jobs = synthetic_trace(args.synthetic, seed=args.seed)
+        jobs = synthetic_trace(args.synthetic, seed=args.seed, load_scale=args.load_scale)
         if args.days is not None:
             jobs = [job for job in jobs if job.submit < args.days * 86400]
-        return jobs, f"synthetic mix {args.synthetic} (seed {args.seed})"
+        scale = f", load x{args.load_scale:g}" if args.load_scale != 1.0 else ""
+        return jobs, f"synthetic mix {args.synthetic} (seed {args.seed}{scale})"
     return read_philly(args.trace, days=args.days), args.trace.name
 
 

@@ -52,11 +52,11 @@ def test_a_trace_file_replays_under_every_policy_with_the_json_last(tmp_path: Pa
 
 def test_a_synthetic_mix_replays_in_place_of_a_file() -> None:
     lines, figures = run_replay(
-        *("--synthetic", "gang_heavy", "--seed", "3", "--days", "1"),
+        *("--synthetic", "gang_heavy", "--seed", "3", "--days", "1", "--load-scale", "1.3"),
         *("--policies", "fifo,las"),
     )
     assert set(figures["policies"]) == {"fifo", "las"}
-    assert "synthetic mix gang_heavy (seed 3) on 8 x 8 = 64 GPUs" in lines[0]
+    assert "synthetic mix gang_heavy (seed 3, load x1.3) on 8 x 8 = 64 GPUs" in lines[0]
 
 
 @pytest.mark.parametrize("name", sorted(MIXES))
@@ -73,6 +73,33 @@ def test_each_mix_is_seeded_and_round_trips_the_philly_format(name: str, tmp_pat
     assert [(j.submit, j.duration, j.gpus, j.project) for j in read_philly(path)] == [
         (j.submit, j.duration, j.gpus, j.project) for j in jobs[:50]
     ]
+
+
+def test_a_mix_at_a_higher_load_offers_more_jobs_over_the_same_days() -> None:
+    base = synthetic_trace("heavy_tail", seed=3)
+    heavier = synthetic_trace("heavy_tail", seed=3, load_scale=1.3)
+    assert heavier == synthetic_trace("heavy_tail", seed=3, load_scale=1.3)
+    assert len(heavier) == pytest.approx(1.3 * len(base), rel=0.01)
+    span = MIXES["heavy_tail"].days * 86400
+    assert max(job.submit for job in heavier) <= span
+    with pytest.raises(ValueError, match="load_scale"):
+        synthetic_trace("heavy_tail", load_scale=0)
+
+
+def test_the_load_scale_is_refused_for_a_trace_file_with_a_message_naming_it(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "small.csv"
+    write_philly_csv(synthetic_trace("long_single", seed=1)[:5], trace)
+    replay = [sys.executable, str(ROOT / "benchmarks" / "trace_replay.py")]
+    done = subprocess.run(
+        [*replay, "--trace", str(trace), "--load-scale", "1.3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "--load-scale applies to --synthetic mixes only" in done.stderr
 
 
 def test_the_long_single_mix_is_mostly_single_gpu_with_a_few_8_gpu_gangs() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -113,9 +113,13 @@ def _duration(rng: random.Random, project: Project) -> float:
     return round(min(MAX_SECONDS, max(MIN_SECONDS, seconds)))
 
 
-def synthetic_trace(name: str, *, seed: int = 0) -> list[TraceJob]:
-    """The jobs of mix ``name`` drawn with ``seed``, in submit order."""
-    mix = MIXES[name]
+def synthetic_trace(name: str, *, seed: int = 0, load_scale: float = 1.0) -> list[TraceJob]:
+    """The jobs of mix ``name`` drawn with ``seed``, in submit order;
+    ``load_scale`` multiplies the work the mix offers (more jobs over the
+    same days on the same cluster)."""
+    if load_scale <= 0:
+        raise ValueError("load_scale must be positive")
+    mix = replace(MIXES[name], load=MIXES[name].load * load_scale)
     rng = random.Random(seed)
     span = mix.days * 86400
     count = mix.job_count()
