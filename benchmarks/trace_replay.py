@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -82,8 +83,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of figures")
     args = parser.parse_args()
-    if args.load_scale <= 0:
-        parser.error("--load-scale must be positive")
+    if not 0 < args.load_scale < math.inf:
+        parser.error("--load-scale must be a positive number")
     if args.load_scale != 1.0 and not args.synthetic:
         parser.error("--load-scale applies to --synthetic mixes only")
     args.policies = [name.strip() for name in args.policies.split(",") if name.strip()]

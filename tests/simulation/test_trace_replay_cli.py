@@ -82,8 +82,9 @@ def test_a_mix_at_a_higher_load_offers_more_jobs_over_the_same_days() -> None:
     assert len(heavier) == pytest.approx(1.3 * len(base), rel=0.01)
     span = MIXES["heavy_tail"].days * 86400
     assert max(job.submit for job in heavier) <= span
-    with pytest.raises(ValueError, match="load_scale"):
-        synthetic_trace("heavy_tail", load_scale=0)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="load_scale"):
+            synthetic_trace("heavy_tail", load_scale=bad)
 
 
 def test_the_load_scale_is_refused_for_a_trace_file_with_a_message_naming_it(

@@ -117,8 +117,8 @@ def synthetic_trace(name: str, *, seed: int = 0, load_scale: float = 1.0) -> lis
     """The jobs of mix ``name`` drawn with ``seed``, in submit order;
     ``load_scale`` multiplies the work the mix offers (more jobs over the
     same days on the same cluster)."""
-    if load_scale <= 0:
-        raise ValueError("load_scale must be positive")
+    if not 0 < load_scale < math.inf:
+        raise ValueError("load_scale must be a positive number")
     mix = replace(MIXES[name], load=MIXES[name].load * load_scale)
     rng = random.Random(seed)
     span = mix.days * 86400
