@@ -85,5 +85,10 @@ def test_the_schedulers_queue_rules_default_to_the_ones_the_replay_measures(monk
     assert Settings().service_rules() == ServiceRules()
     monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_ENTRY_FRACTION", "0")
     monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_ENTRY_MIN_JOBS", "8")
+    monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_SHARE_LEVELS", "1")
     rules = Settings().service_rules()
     assert (rules.entry_top_fraction, rules.entry_min_peers) == (0.0, 8)
+    assert rules.share_levels == 1 and not rules.in_share(rules.top_level - 1)
+    monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_SHARE_LEVELS", "0")
+    with pytest.raises(ValidationError, match="top_level_share_levels"):
+        Settings()

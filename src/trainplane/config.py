@@ -138,10 +138,16 @@ class Settings(BaseSettings):
         default=0.5,
         ge=0,
         le=1,
-        description="Fraction of the ready clusters' GPUs owed to the top service level "
-        "(the long and wide runs, first come, first served): its oldest running jobs up to "
-        "the share cannot be stopped by lower levels, and while it holds less its oldest "
-        "queued jobs go first. 0 turns the share off.",
+        description="Fraction of the ready clusters' GPUs owed to the long runs, the jobs at "
+        "the top_level_share_levels highest service levels: their oldest running jobs (the "
+        "top level's first) up to the share cannot be stopped by lower levels, and while "
+        "they hold less their oldest queued jobs go first. 0 turns the share off.",
+    )
+    top_level_share_levels: int = Field(
+        default=2,
+        ge=1,
+        description="How many of the highest service levels top_level_share is owed to: "
+        "2 (the default) covers the top level and the one below it, 1 the top level alone.",
     )
     fifo_wait_factor: float = Field(
         default=1.0,
@@ -282,6 +288,7 @@ class Settings(BaseSettings):
             preempt=self.service_preemption_enabled,
             preempt_after_wait_seconds=self.service_preemption_wait_seconds,
             top_share=self.top_level_share,
+            share_levels=self.top_level_share_levels,
             fifo_wait_factor=self.fifo_wait_factor,
             fifo_wait_window_seconds=self.fifo_wait_window_seconds,
             entry_top_fraction=self.top_level_entry_fraction,

@@ -17,9 +17,9 @@ from trainplane.jobs.service_queues import (
     ServiceRules,
     rank_queue,
     service_level,
+    share_in_use,
     shield_top_share,
     standing,
-    top_level_in_use,
 )
 
 RULES = ServiceRules()
@@ -91,7 +91,7 @@ def test_an_entered_job_is_ordered_with_the_top_level_first_come_first_served():
     ]
     # The top level holds its share: the lower levels go first, then the
     # top level by submit time, the entered job among the climbed ones.
-    ranked = rank_queue(jobs, RULES, in_use={}, weights={}, top_in_use_gpus=32, capacity_gpus=64)
+    ranked = rank_queue(jobs, RULES, in_use={}, weights={}, share_in_use_gpus=32, capacity_gpus=64)
     assert [d.job_id for d in ranked.order] == [
         "short",
         "climbed-older",
@@ -105,7 +105,7 @@ def test_an_entered_job_is_ordered_with_the_top_level_first_come_first_served():
         RULES,
         in_use={},
         weights={},
-        top_in_use_gpus=32,
+        share_in_use_gpus=32,
         capacity_gpus=64,
     )
     assert [d.job_id for d in plain.order][:2] == ["short", "entered"]
@@ -126,7 +126,7 @@ def test_below_the_first_threshold_an_entered_job_is_at_the_lowest_level():
         RULES,
         in_use={},
         weights={},
-        top_in_use_gpus=32,
+        share_in_use_gpus=32,
         capacity_gpus=64,
     )
     assert [d.job_id for d in ranked.order] == ["quick", "short"]
@@ -142,7 +142,7 @@ def test_a_running_entered_job_counts_in_the_top_levels_share_and_is_shielded_by
         entry_level=TOP,
     )
     assert entered.level(RULES) == TOP
-    assert top_level_in_use([entered], RULES) == 8
+    assert share_in_use([entered], RULES) == 8
     newcomer = standing(50, 0.0, RULES, submitted=40.0)
     # Outside the share, a newcomer of the lowest level may stop it (as any
     # top-level job); within the share it stands as the lowest level does.

@@ -15,9 +15,9 @@ from trainplane.jobs.service_queues import (
     as_preemptor,
     rank_queue,
     service_level,
+    share_in_use,
     shield_top_share,
     standing,
-    top_level_in_use,
 )
 
 RULES = ServiceRules()
@@ -179,7 +179,7 @@ def _ranked_with_share(top_in_use):
         _queued("young-wide", gpus=8, project="a", submitted=3.0, attained=120 * HOUR),
     ]
     return rank_queue(
-        jobs, RULES, in_use={}, weights={}, top_in_use_gpus=top_in_use, capacity_gpus=64
+        jobs, RULES, in_use={}, weights={}, share_in_use_gpus=top_in_use, capacity_gpus=64
     )
 
 
@@ -232,7 +232,8 @@ def test_the_oldest_running_top_level_jobs_up_to_the_share_stand_as_the_lowest_l
     assert shielded["top-oldest"] == lowest and shielded["top-middle"] == lowest
     assert shielded["top-newest"] == standing(50, 900 * HOUR, RULES, submitted=30.0)
     assert shielded["mid"] == standing(50, 20 * HOUR, RULES, submitted=5.0)
-    assert top_level_in_use(held, RULES) == 24
+    assert share_in_use(held, RULES) == 32  # the level-2 job is in the share, the share full
+    assert share_in_use(held, replace(RULES, share_levels=1)) == 24
     # A queued newcomer of the lowest level may stop the unshielded top-level
     # job or the level-2 one, never the shielded ones.
     newcomer = standing(50, 0.0, RULES, submitted=40.0)
@@ -243,6 +244,61 @@ def test_the_oldest_running_top_level_jobs_up_to_the_share_stand_as_the_lowest_l
     assert shield_top_share([promoted], RULES, 32)["promoted"] == promoted.standing
     off = shield_top_share(held, replace(RULES, top_share=0.0), 32)
     assert off == {h.job_id: h.standing for h in held}
+
+
+def test_the_share_shields_the_level_below_the_top_after_the_top_levels_jobs():
+    # (id, submitted, GPU-hours attained), 8 GPUs each: levels 2, 3, 2, 1.
+    runs = [("mid-newer", 5.0, 20), ("top", 30.0, 900), ("mid-older", 1.0, 20), ("short", 0.0, 2)]
+    held = [_held(job_id, 8, submitted, hours) for job_id, submitted, hours in runs]
+    lowest = (50, 0, 0, 0.0)
+    shielded = shield_top_share(held, RULES, capacity_gpus=48)  # share: 24 GPUs
+    assert [j for j in ("top", "mid-older", "mid-newer", "short") if shielded[j] == lowest] == [
+        "top",
+        "mid-older",
+        "mid-newer",
+    ]
+    shielded = shield_top_share(held, RULES, capacity_gpus=32)  # 16: the top level's first
+    assert [j for j in shielded if shielded[j] == lowest] == ["top", "mid-older"]
+    top_only = shield_top_share(held, replace(RULES, share_levels=1), capacity_gpus=48)
+    assert [j for j in top_only if top_only[j] == lowest] == ["top"]
+
+
+def test_while_the_share_is_owed_the_level_below_the_top_follows_the_top_levels_jobs():
+    jobs = [
+        _queued("fresh", gpus=4, project="b", submitted=50.0),
+        _queued("mid-newer", gpus=4, project="a", submitted=2.0, attained=20 * HOUR),
+        _queued("top", gpus=4, project="c", submitted=3.0, attained=200 * HOUR),
+        _queued("mid-older", gpus=4, project="a", submitted=1.0, attained=20 * HOUR),
+    ]
+
+    def ranked(rules, in_use):
+        return rank_queue(
+            jobs, rules, in_use={}, weights={}, share_in_use_gpus=in_use, capacity_gpus=16
+        )
+
+    # Owed 8: the top level's job first (pinned), then the oldest level-2 job.
+    owed = ranked(RULES, 0)
+    assert [d.job_id for d in owed.order] == ["top", "mid-older", "fresh", "mid-newer"]
+    assert owed.pinned == {"top"}
+    # Owed nothing: the levels' own order (the top level last).
+    held = ranked(RULES, 8)
+    assert [d.job_id for d in held.order] == ["fresh", "mid-older", "mid-newer", "top"]
+    assert held.pinned == frozenset()
+    # The share the top level's alone: the level-2 jobs wait in their level.
+    top_only = ranked(replace(RULES, share_levels=1), 0)
+    assert [d.job_id for d in top_only.order] == ["top", "fresh", "mid-older", "mid-newer"]
+    # No job passes one the debt does not cover: a wide level-2 head waits
+    # for the top level's job only, then holds the reservation if first.
+    wide = [
+        replace(j, demand=Demand(j.demand.job_id, 12, project_id="a"))
+        if j.demand.job_id == "mid-older"
+        else j
+        for j in jobs
+    ]
+    ranked_wide = rank_queue(
+        wide, RULES, in_use={}, weights={}, share_in_use_gpus=0, capacity_gpus=16
+    )
+    assert [d.job_id for d in ranked_wide.order][:2] == ["top", "fresh"]
 
 
 def test_a_newcomer_made_to_wait_preempts_only_then_and_a_higher_priority_at_once():

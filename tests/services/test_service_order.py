@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select, update
 
 from tests.factories import aged_job, make_cluster, make_project, ran_for
@@ -187,12 +188,13 @@ def test_below_the_top_level_a_queued_job_never_stops_a_running_peer(session):
     assert asked == []
 
 
-def _shared_cluster(session):
-    """8 GPUs, so the top level's default share is 4: a level-2 job runs on 4."""
+def _shared_cluster(session, mid_hours=5):
+    """8 GPUs, so the long runs' default share is 4: a job of project b runs
+    on 4 (20 GPU-hours by default: level 2, in the share)."""
     cluster = make_cluster(session, "local", gpus=8)
     a, b, c = make_project(session, "a"), make_project(session, "b"), make_project(session, "c")
     mid = aged_job(session, "mid", 4, project=b, status=JobStatus.RUNNING, **CHECKPOINTS)
-    ran_for(session, mid, hours=5, cluster=cluster.id, live=True)  # 20 GPU-hours: level 2
+    ran_for(session, mid, hours=mid_hours, cluster=cluster.id, live=True)
     return cluster, a, c, mid
 
 
@@ -223,8 +225,32 @@ def test_without_the_share_a_newcomer_stops_the_most_attained_job(session):
     assert [(x.preemptor_job, x.victim_job) for x in asked] == [(fresh, long)]
 
 
+@pytest.mark.parametrize("share_levels", [2, 1])
+def test_the_share_shields_a_level_two_run_when_the_top_level_holds_none(session, share_levels):
+    """Most GPU-hours may be in runs of 10-100 GPU-hours that never reach
+    the top level: the share covers the level below it too (by default), so
+    a newcomer stops the short run; with the share the top level's alone,
+    the most attained, the level-2 run."""
+    cluster, _, c, mid = _shared_cluster(session)
+    b2 = make_project(session, "b2")
+    short = aged_job(session, "short", 4, project=b2, status=JobStatus.RUNNING, **CHECKPOINTS)
+    ran_for(session, short, hours=0.5, cluster=cluster.id, live=True)  # 2 GPU-hours: level 1
+    fresh = aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    asked = _service_preemptions(session, rules=replace(RULES, share_levels=share_levels))
+    victim = short if share_levels == 2 else mid
+    assert [(x.preemptor_job, x.victim_job) for x in asked] == [(fresh, victim)]
+
+
+def test_a_level_two_job_owed_the_share_is_placed_before_newer_short_jobs(session):
+    _, a, c, _ = _shared_cluster(session, mid_hours=0.5)  # 2 GPU-hours: level 1, not in the share
+    old = aged_job(session, "old", 4, project=a, ago=timedelta(days=1), **CHECKPOINTS)
+    ran_for(session, old, hours=5)  # 20 GPU-hours, requeued: level 2, holding nothing
+    aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
+    assert _placed(session) == {old}
+
+
 def test_a_top_level_owed_its_share_is_placed_before_newer_short_jobs(session):
-    _, a, c, _ = _shared_cluster(session)
+    _, a, c, _ = _shared_cluster(session, mid_hours=0.5)
     old = aged_job(session, "old", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
     ran_for(session, old, hours=26)  # 104 GPU-hours, requeued: top level, holding nothing
     aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)

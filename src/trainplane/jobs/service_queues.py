@@ -19,15 +19,21 @@ classes stay above the levels.
   grows past what first come, first served would give it; ranked by submit
   time, no top-level job waits for work submitted after it except the short
   bursts of newer jobs at the lower levels.
-- The top level is owed a share of the GPUs (``top_share``, half by
-  default). Its oldest running jobs, up to the share, stand as the lowest
-  level does, so newer short jobs cannot stop them; while it holds less
-  than its share, its oldest queued jobs go before the lower levels, and
-  the first of them holds the reservation even with no known start (a wide
-  gang would otherwise never see enough GPUs free at once). Without the
-  share, every burst of short jobs stops the long ones again: on the whole
-  Philly trace the long jobs were preempted up to a thousand times and the
-  longest wait was nearly twice first come, first served's.
+- The long runs, the jobs at the ``share_levels`` highest levels (the top
+  level and the one below it by default: past 10 GPU-hours), are owed a
+  share of the GPUs (``top_share``, half by default). Their oldest running
+  jobs, the top level's first, up to the share, stand as the lowest level
+  does, so newer short jobs cannot stop them; while they hold less than
+  their share, their oldest queued jobs (the top level's first) go before
+  the other levels, and the first of them holds the reservation even with
+  no known start (a wide gang would otherwise never see enough GPUs free at
+  once). Without the share, every burst of short jobs stops the long ones
+  again: on the whole Philly trace the long jobs were preempted up to a
+  thousand times and the longest wait was nearly twice first come, first
+  served's. The level below the top is in the share because where most of
+  the GPU-hours are runs of 10 to 100 GPU-hours (single-GPU jobs of a few
+  days), the top level alone holds too little for its share to protect
+  them, and each newcomer stopped one of them again.
 - A queued job may be made to wait before it stops anybody of its priority
   (``preempt_after_wait_seconds``, off by default), so that it takes GPUs
   that free up by themselves first: each stop costs a long run a restart
@@ -84,8 +90,9 @@ class ServiceRules:
     whose attempts checkpoint when asked to stop (trainplane's own runtime)
     lose nothing and are always eligible.
 
-    ``top_share``: the fraction of the GPUs the top level is owed (see the
-    module's doc); 0 turns the share off.
+    ``top_share``: the fraction of the GPUs owed to the jobs at the
+    ``share_levels`` highest levels (see the module's doc); 0 turns the
+    share off. ``share_levels`` 1 owes it to the top level alone.
 
     ``fifo_wait_factor``: the wait bound is this times the longest wait first
     come, first served would have imposed on the jobs submitted in the last
@@ -117,6 +124,7 @@ class ServiceRules:
     preempt: bool = True  # higher levels preempt lower ones (jobs that checkpoint)
     loss_tolerance_seconds: float = 300.0
     top_share: float = 0.5
+    share_levels: int = 2
     fifo_wait_factor: float = 1.0
     fifo_wait_window_seconds: float = 90 * 24 * HOUR
     fifo_wait_floor_seconds: float = HOUR
@@ -128,6 +136,10 @@ class ServiceRules:
     @property
     def top_level(self) -> int:
         return len(self.thresholds_gpu_hours)
+
+    def in_share(self, level: int) -> bool:
+        """Whether jobs of ``level`` are among those owed ``top_share``."""
+        return level > self.top_level - self.share_levels
 
 
 @dataclass(frozen=True)
@@ -154,7 +166,7 @@ class RankedQueue:
     order: list[Demand]
     promoted: frozenset[str]  # jobs past their starvation bound
     # Jobs whose placement reservation holds even with no known start: the
-    # promoted ones and the head of the top level while that level is owed GPUs.
+    # promoted ones and the head of the long runs while they are owed GPUs.
     pinned: frozenset[str]
     standing: dict[str, Standing]  # by job id
     next_promotion_in: float | None  # seconds until the next job is promoted
@@ -239,12 +251,12 @@ def rank_queue(
     *,
     in_use: Mapping[str, int],
     weights: Mapping[str, float],
-    top_in_use_gpus: int = 0,
+    share_in_use_gpus: int = 0,
     capacity_gpus: int = 0,
     wait_bound_seconds: float | None = None,
 ) -> RankedQueue:
     """The order jobs are offered GPUs in, and who is promoted.
-    ``top_in_use_gpus``: GPUs held by running jobs of the top level;
+    ``share_in_use_gpus``: GPUs held by running jobs of the levels owed ``top_share``;
     ``capacity_gpus``: the GPUs of all ready clusters (0: no share is owed);
     ``wait_bound_seconds``: see :func:`trainplane.jobs.wait_bounds.wait_bound_seconds`."""
     promoted: list[tuple[float, float, str, Demand]] = []
@@ -291,19 +303,12 @@ def rank_queue(
     for demand in order:
         if demand.project_id is not None:
             used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
-    owed = rules.top_share * capacity_gpus - top_in_use_gpus
-    top = sorted(
-        levels.pop(rules.top_level, []), key=lambda j: (-j.priority, j.submitted, j.demand.job_id)
+    top = sorted(levels.pop(rules.top_level, []), key=_oldest_first)
+    head = _pay_the_share(
+        order,
+        [top, *(levels[lv] for lv in sorted(levels, reverse=True) if rules.in_share(lv))],
+        rules.top_share * capacity_gpus - share_in_use_gpus,
     )
-    head: str | None = None
-    if owed > 0 and top:
-        # The top level is owed GPUs: its oldest jobs (as many as the debt
-        # covers, and always the first) go before the lower levels, and the
-        # first holds the reservation, as first come, first served would give it.
-        head = top[0].demand.job_id
-        while top and (top[0].demand.job_id == head or top[0].demand.gpus <= owed):
-            owed -= top[0].demand.gpus
-            order.append(top.pop(0).demand)
     for level in sorted(levels):
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
@@ -326,9 +331,33 @@ def rank_queue(
     )
 
 
+def _oldest_first(job: QueuedJob) -> tuple[int, float, str]:
+    return (-job.priority, job.submitted, job.demand.job_id)
+
+
+def _pay_the_share(order: list[Demand], lanes: list[list[QueuedJob]], owed: float) -> str | None:
+    """While the share's levels are owed GPUs, their oldest queued jobs (the
+    top level's first, as many as the debt covers, and always the first) go
+    next in ``order`` and leave their lane; the first holds the reservation,
+    as first come, first served would give it. Answers that first job's id."""
+    if owed <= 0:
+        return None
+    head: str | None = None
+    for lane in lanes:
+        lane.sort(key=_oldest_first)
+        while lane and (head is None or lane[0].demand.gpus <= owed):
+            job = lane.pop(0)
+            head = head or job.demand.job_id
+            owed -= job.demand.gpus
+            order.append(job.demand)
+        if lane:
+            break  # first come, first served: nobody passes a job that does not fit
+    return head
+
+
 @dataclass(frozen=True)
 class HeldJob:
-    """A running job as the top level's share sees it."""
+    """A running job as the long runs' share sees it."""
 
     job_id: str
     gpus: int
@@ -341,23 +370,24 @@ class HeldJob:
         return service_level(self.attained_gpu_seconds, rules, self.entry_level)
 
 
-def top_level_in_use(held: Sequence[HeldJob], rules: ServiceRules) -> int:
-    """GPUs held by running jobs of the top level."""
-    return sum(job.gpus for job in held if job.level(rules) == rules.top_level)
+def share_in_use(held: Sequence[HeldJob], rules: ServiceRules) -> int:
+    """GPUs held by running jobs of the levels owed ``top_share``."""
+    return sum(job.gpus for job in held if rules.in_share(job.level(rules)))
 
 
 def shield_top_share(
     held: Sequence[HeldJob], rules: ServiceRules, capacity_gpus: int
 ) -> dict[str, Standing]:
-    """Running jobs' standings as preemption victims, with the top level's
-    share shielded: its oldest running jobs, up to ``top_share`` of the
-    GPUs, stand as the lowest level does, so that no job of a lower level
-    stops them (a promoted job or a higher priority still may)."""
+    """Running jobs' standings as preemption victims, with the share
+    shielded: the oldest running jobs of the levels it is owed to (the top
+    level's first), up to ``top_share`` of the GPUs, stand as the lowest
+    level does, so that no job of a lower level stops them (a promoted job
+    or a higher priority still may)."""
     standings = {job.job_id: job.standing for job in held}
     share = rules.top_share * capacity_gpus
     top = sorted(
-        (j for j in held if j.level(rules) == rules.top_level),
-        key=lambda j: (j.submitted, j.job_id),
+        (j for j in held if rules.in_share(j.level(rules))),
+        key=lambda j: (-j.level(rules), j.submitted, j.job_id),
     )
     kept = 0
     for job in top:

@@ -100,7 +100,7 @@ def ranked_queue(
     """The queue in the order jobs are offered GPUs
     (:func:`trainplane.jobs.service_queues.rank_queue`): attained service
     and waits from the jobs' attempts, fair share from the projects' GPUs
-    in use, the top level's share from ``clusters`` (the caller's reading
+    in use, the long runs' share from ``clusters`` (the caller's reading
     of them, so that one pass reads them once). ``extra``: jobs not in the
     database to rank as if queued."""
     demands = load_queue(session, min_priority=min_priority)
@@ -132,15 +132,15 @@ def ranked_queue(
         rules,
         in_use=shares.in_use,
         weights=shares.weights,
-        top_in_use_gpus=top_level_gpus(session, now, rules) if share else 0,
+        share_in_use_gpus=share_gpus(session, now, rules) if share else 0,
         capacity_gpus=sum(c.gpus for c in clusters if c.ready) if share else 0,
         wait_bound_seconds=wait_bound(session, now, rules),
     )
 
 
-def top_level_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
-    """The GPUs held by live attempts of jobs at the top service level (the
-    starting ones too: they hold their GPUs already)."""
+def share_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
+    """The GPUs held by live attempts of jobs at the levels owed the top
+    share (the starting ones too: they hold their GPUs already)."""
     rows = session.execute(
         select(Job.id, Job.gpus, Job.entry_level)
         .join(JobAttempt, JobAttempt.job_id == Job.id)
@@ -150,8 +150,9 @@ def top_level_gpus(session: Session, now: datetime, rules: ServiceRules) -> int:
     return sum(
         row.gpus
         for row in rows
-        if service_level(ran.get(row.id, 0.0) * row.gpus, rules, row.entry_level or 0)
-        == rules.top_level
+        if rules.in_share(
+            service_level(ran.get(row.id, 0.0) * row.gpus, rules, row.entry_level or 0)
+        )
     )
 
 

@@ -8,8 +8,8 @@ weight 1), attained-service preemption
 job checkpoints), the preemptors offered the GPUs they freed first
 (:func:`trainplane.jobs.placement.preemptors_first` as the placement service
 does), then gang placement with backfill and the reservation pinned to
-promoted jobs and to the top level's head while that level is owed its share
-of the GPUs (:func:`trainplane.jobs.placement.plan`); the top level's oldest
+promoted jobs and to the long runs' head while they are owed their share of
+the GPUs (:func:`trainplane.jobs.placement.plan`); the long runs' oldest
 running jobs, up to the share, are shielded from lower levels
 (:func:`trainplane.jobs.service_queues.shield_top_share`). The wait bound
 (:mod:`trainplane.jobs.wait_bounds`) is learned as the real scheduler learns
@@ -39,11 +39,11 @@ from trainplane.jobs.service_queues import (
     as_preemptor,
     rank_queue,
     service_level,
+    share_in_use,
     shield_top_share,
     standing,
     starvation_bound_for,
     starved,
-    top_level_in_use,
 )
 from trainplane.jobs.wait_bounds import (
     RecentLongest,
@@ -172,7 +172,7 @@ class TrainplanePolicy:
             rules,
             in_use=in_use,
             weights={},
-            top_in_use_gpus=top_level_in_use(running_jobs, rules),
+            share_in_use_gpus=share_in_use(running_jobs, rules),
             capacity_gpus=view.gpus,
             wait_bound_seconds=bound,
         )
