@@ -312,7 +312,7 @@ def rank_queue(
     for level in sorted(levels):
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
-        members = sorted(levels[level], key=lambda j: (-j.priority, j.submitted, j.demand.job_id))
+        members = sorted(levels[level], key=_oldest_first)
         for demand in fair_order([j.demand for j in members], used, weights):
             order.append(demand)
             if demand.project_id is not None:
@@ -385,12 +385,12 @@ def shield_top_share(
     or a higher priority still may)."""
     standings = {job.job_id: job.standing for job in held}
     share = rules.top_share * capacity_gpus
-    top = sorted(
+    long_runs = sorted(
         (j for j in held if rules.in_share(j.level(rules))),
         key=lambda j: (-j.level(rules), j.submitted, j.job_id),
     )
     kept = 0
-    for job in top:
+    for job in long_runs:
         if kept + job.gpus > share:
             break
         kept += job.gpus
