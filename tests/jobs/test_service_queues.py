@@ -18,6 +18,7 @@ from trainplane.jobs.service_queues import (
     share_in_use,
     shield_top_share,
     standing,
+    starved,
 )
 
 RULES = ServiceRules()
@@ -68,6 +69,22 @@ def test_a_job_past_its_bound_is_promoted_the_longest_overdue_first():
     assert [d.job_id for d in ranked.order] == ["late", "later", "fresh"]
     assert ranked.promoted == {"late", "later"}
     assert ranked.next_promotion_in == bound
+
+
+def test_a_running_job_stays_promoted_only_while_its_wait_is_past_the_bound():
+    waited = 15 * HOUR  # queued that long before it started, all stretches together
+    attained = 200 * HOUR  # top level: attained service alone ranks it last
+
+    def as_victim(bound_hours):
+        promoted = starved(1, attained, waited, RULES, bound_hours * HOUR)
+        return standing(50, attained, RULES, submitted=0.0, starved=promoted)
+
+    newcomer = standing(50, 0.0, RULES, submitted=10.0)
+    # Promoted at a 10-hour bound, no newcomer of its priority may stop it...
+    assert as_victim(10) > newcomer
+    # ...but once the bound rises past its wait it stands by attained service
+    # again (the promotion follows the bound; see standing's doc).
+    assert as_victim(20) < newcomer
 
 
 def _cluster(free, releases):
@@ -334,3 +351,28 @@ def test_a_newcomer_made_to_wait_preempts_only_then_and_a_higher_priority_at_onc
     assert waiting < lowest_running < (50, 0, 0, 0.0)
     # 0 (the default) turns the wait off: a newcomer preempts as soon as the order allows.
     assert preempts(_queued("new", gpus=2), RULES) == (["long"], None)
+
+
+def test_past_the_share_the_long_runs_are_one_lane_by_submit_time():
+    jobs = [
+        _queued("short", submitted=5, attained=2 * HOUR),  # level 1: before the long runs
+        _queued("level2-new", submitted=3, attained=20 * HOUR),
+        _queued("top-old", submitted=1, attained=150 * HOUR),
+        _queued("level2-old", submitted=0, attained=30 * HOUR),
+    ]
+
+    def order(rules):
+        held = 4  # the long runs hold their share of 8 GPUs already: nothing is owed
+        ranked = rank_queue(
+            jobs, rules, in_use={}, weights={}, share_in_use_gpus=held, capacity_gpus=8
+        )
+        return [d.job_id for d in ranked.order]
+
+    assert order(RULES) == ["short", "level2-old", "top-old", "level2-new"]
+    # With the share the top level's alone, level 2 goes before it by attained service.
+    assert order(replace(RULES, share_levels=1)) == [
+        "short",
+        "level2-old",
+        "level2-new",
+        "top-old",
+    ]

@@ -274,3 +274,19 @@ def test_a_top_level_holding_its_share_waits_behind_newer_short_jobs(session):
     ran_for(session, old, hours=26, number=1)
     fresh = aged_job(session, "fresh", 4, project=c, **CHECKPOINTS)
     assert _placed(session) == {fresh}
+
+
+@pytest.mark.parametrize("share_levels", [2, 1])
+def test_past_the_share_the_long_runs_queue_first_come_first_served(session, share_levels):
+    """With the share held, the long runs still queue by submit time among
+    themselves: a newer level-2 job does not pass an older top-level one
+    (with the share the top level's alone, level 2 goes first, by attained
+    service)."""
+    _, a, c, _ = _shared_cluster(session, mid_hours=30)  # 120 GPU-hours: the share is held
+    older = aged_job(session, "older", 4, project=a, ago=timedelta(days=2), **CHECKPOINTS)
+    ran_for(session, older, hours=26)  # 104 GPU-hours, requeued: top level
+    newer = aged_job(session, "newer", 4, project=c, ago=timedelta(days=1), **CHECKPOINTS)
+    ran_for(session, newer, hours=5)  # 20 GPU-hours, requeued: level 2
+    rules = replace(RULES, share_levels=share_levels)
+    placed = {job_id for job_id, _ in place_queued_jobs(session, utcnow(), rules=rules).placed}
+    assert placed == ({older} if share_levels == 2 else {newer})

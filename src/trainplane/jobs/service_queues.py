@@ -33,7 +33,12 @@ classes stay above the levels.
   served's. The level below the top is in the share because where most of
   the GPU-hours are runs of 10 to 100 GPU-hours (single-GPU jobs of a few
   days), the top level alone holds too little for its share to protect
-  them, and each newcomer stopped one of them again.
+  them, and each newcomer stopped one of them again. Past what the share
+  pulls forward, the long runs queue after the other levels as one lane,
+  first come, first served: a newer run past 10 GPU-hours does not pass an
+  older one past 100 (by attained service it would, and on a busy cluster
+  the older runs' waits grew by the work of every newer run that climbed
+  past 10 GPU-hours; the running jobs' standings are unchanged).
 - A queued job may be made to wait before it stops anybody of its priority
   (``preempt_after_wait_seconds``, off by default), so that it takes GPUs
   that free up by themselves first: each stop costs a long run a restart
@@ -77,8 +82,9 @@ class ServiceRules:
     ten a job is a real training run, past a hundred a long or wide one
     that queues first come, first served. The starvation bound (not scaled
     by the time a job has run: ``starve_factor`` 0) caps how long any job is
-    passed over; once promoted, it is not preempted by attained service
-    again. It is far longer than jobs wait on a cluster that keeps up, so it
+    passed over; a promoted job is not preempted by attained service while
+    its wait stays past the bound (see :func:`standing`). The starvation
+    bound is far longer than jobs wait on a cluster that keeps up, so it
     acts only on real starvation: on an overloaded cluster a bound of hours
     or days promotes nearly everyone and the order degrades to first come,
     first served (Philly's busiest month on 256 GPUs: a 48 h bound made the
@@ -197,7 +203,13 @@ def standing(
     """A job's standing (``submitted`` on the clock of the queue's jobs). One
     that was promoted (it had waited past its bound) keeps that standing while
     it runs: otherwise newcomers would stop it again and again and its wait
-    would only grow."""
+    would only grow. It keeps it only while its wait stays past the bound:
+    the bound follows the queue, and a job promoted at a lower bound stands
+    by attained service again once the bound rises past its wait. Keeping
+    the promotion until the job finishes was measured (2026-12-07, in
+    ``benchmarks/README.md``): it spared one long gang a dozen stops, but
+    the synthetic mixes missed as many checks and the whole trace's longest
+    wait rose by 2 h."""
     if starved:
         return (priority, 1, 0, 0.0)
     level = service_level(attained_gpu_seconds, rules, entry_level)
@@ -310,6 +322,9 @@ def rank_queue(
         rules.top_share * capacity_gpus - share_in_use_gpus,
     )
     for level in sorted(levels):
+        if rules.in_share(level):
+            top.extend(levels[level])
+            continue
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
         members = sorted(levels[level], key=_oldest_first)
@@ -317,8 +332,9 @@ def rank_queue(
             order.append(demand)
             if demand.project_id is not None:
                 used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
-    # The top level is first come, first served (see the module's doc).
-    order.extend(j.demand for j in top)
+    # The long runs, past what the share pulled forward, are first come,
+    # first served as one lane (see the module's doc).
+    order.extend(j.demand for j in sorted(top, key=_oldest_first))
     promoted_ids = frozenset(p[2] for p in promoted)
     return RankedQueue(
         order=order,
