@@ -315,15 +315,16 @@ def rank_queue(
     for demand in order:
         if demand.project_id is not None:
             used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
-    top = sorted(levels.pop(rules.top_level, []), key=_oldest_first)
+    # The long runs: the top level first, then the other share levels.
+    lane = sorted(levels.pop(rules.top_level, []), key=_oldest_first)
     head = _pay_the_share(
         order,
-        [top, *(levels[lv] for lv in sorted(levels, reverse=True) if rules.in_share(lv))],
+        [lane, *(levels[lv] for lv in sorted(levels, reverse=True) if rules.in_share(lv))],
         rules.top_share * capacity_gpus - share_in_use_gpus,
     )
     for level in sorted(levels):
         if rules.in_share(level):
-            top.extend(levels[level])
+            lane.extend(levels[level])
             continue
         # Within a project, priority then submit time (as everywhere in the
         # scheduler); across projects, fair share.
@@ -334,7 +335,7 @@ def rank_queue(
                 used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
     # The long runs, past what the share pulled forward, are first come,
     # first served as one lane (see the module's doc).
-    order.extend(j.demand for j in sorted(top, key=_oldest_first))
+    order.extend(j.demand for j in sorted(lane, key=_oldest_first))
     promoted_ids = frozenset(p[2] for p in promoted)
     return RankedQueue(
         order=order,
