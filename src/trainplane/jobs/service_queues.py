@@ -315,8 +315,9 @@ def rank_queue(
     for demand in order:
         if demand.project_id is not None:
             used[demand.project_id] = used.get(demand.project_id, 0) + demand.gpus
-    # The long runs: the top level first, then the other share levels.
-    lane = sorted(levels.pop(rules.top_level, []), key=_oldest_first)
+    # The long runs: the top level first, then the other share levels (the
+    # share pass and the lane below each sort what they take).
+    lane = levels.pop(rules.top_level, [])
     head = _pay_the_share(
         order,
         [lane, *(levels[lv] for lv in sorted(levels, reverse=True) if rules.in_share(lv))],
