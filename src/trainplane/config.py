@@ -159,6 +159,14 @@ class Settings(BaseSettings):
         "0 turns the bound off (starvation_seconds remains).",
     )
     fifo_wait_window_seconds: float = Field(default=7_776_000.0, gt=0)
+    fifo_wait_quantile: float = Field(
+        default=0.999,
+        gt=0,
+        le=1,
+        description="Which of the window's estimated first-come-first-served waits sets the "
+        "bound: this quantile of them (1 is the longest, which one burst of a project's "
+        "jobs, each estimated at the project's mean size, can set for the whole window).",
+    )
     top_level_entry_fraction: float = Field(
         default=0.5,
         ge=0,
@@ -291,6 +299,7 @@ class Settings(BaseSettings):
             share_levels=self.top_level_share_levels,
             fifo_wait_factor=self.fifo_wait_factor,
             fifo_wait_window_seconds=self.fifo_wait_window_seconds,
+            fifo_wait_quantile=self.fifo_wait_quantile,
             entry_top_fraction=self.top_level_entry_fraction,
             entry_min_peers=self.top_level_entry_min_jobs,
             entry_peers=self.top_level_entry_jobs,

@@ -1,6 +1,6 @@
 """The wait bound's pure rules: sizes learned from finished jobs, the work a
-job is expected to hold still, the first-come-first-served wait and the
-longest of them in a sliding window, and promotion once a job passes it."""
+job is expected to hold still, the first-come-first-served wait and a high
+quantile of them in a sliding window, and promotion once a job passes it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from trainplane.jobs.service_queues import HOUR, QueuedJob, ServiceRules, rank_q
 from trainplane.jobs.wait_bounds import (
     DEFAULT_GPU_SECONDS_PER_GPU,
     JobSizes,
-    RecentLongest,
+    RecentWaits,
     SizeTally,
     expected_left,
     fifo_wait_seconds,
     learn_sizes,
+    quantile_index,
     wait_bound_seconds,
 )
 
@@ -72,7 +73,7 @@ def test_the_bound_is_the_longest_recent_fifo_wait_times_the_factor_and_at_least
 
 
 def test_the_longest_recent_wait_forgets_what_left_the_window():
-    recent = RecentLongest(window_seconds=100.0)
+    recent = RecentWaits(window_seconds=100.0)
     assert recent.longest(0.0) is None
     recent.add(0.0, 50.0)
     recent.add(10.0, 20.0)
@@ -80,6 +81,29 @@ def test_the_longest_recent_wait_forgets_what_left_the_window():
     assert recent.longest(20.0) == 50.0
     assert recent.longest(105.0) == 30.0  # the 50 s wait was submitted at 0
     assert recent.longest(121.0) is None
+
+
+def test_the_quantile_index_is_the_maximum_until_there_are_enough_values_to_tell():
+    assert quantile_index(1, 0.999) == 0
+    assert quantile_index(1000, 0.999) == 999  # the largest of a thousand
+    assert quantile_index(1001, 0.999) == 999  # the second largest of 1,001
+    assert quantile_index(10, 0.5) == 5
+    assert quantile_index(10, 1.0) == 9
+
+
+def test_a_burst_of_high_estimates_does_not_set_the_bound_past_the_quantile():
+    recent = RecentWaits(window_seconds=100 * HOUR, quantile=0.99)
+    for i in range(199):
+        recent.add(float(i), (i % 50) * HOUR)  # waits of 0 to 49 h
+    recent.add(200.0, 500 * HOUR)  # two jobs of one burst, each estimated at 500 h
+    recent.add(201.0, 500 * HOUR)
+    assert recent.longest(300.0) == 49 * HOUR  # the 99th percentile of 201 skips the two
+    assert RecentWaits(100 * HOUR).longest(0.0) is None
+    recent.add(202.0, 500 * HOUR)  # a third is past the top 1%: now it sets the bound
+    assert recent.longest(300.0) == 500 * HOUR
+    # Every estimate leaves the window in time, the burst's last.
+    assert recent.longest(100 * HOUR + 201.5) == 500 * HOUR
+    assert recent.longest(100 * HOUR + 203.0) is None
 
 
 def _queued(job_id, *, project, submitted, attained=0.0, waited=0.0):

@@ -1,7 +1,7 @@
 """The wait bound on a real database: each queued job's first-come-first-served
 wait estimated once from the work ahead of it (sizes learned from the
-project's jobs that succeeded), the bound read from the longest of them in
-the window, and a job past it promoted ahead of fair share with the
+project's jobs that succeeded), the bound read from a high quantile of them
+in the window, and a job past it promoted ahead of fair share with the
 reservation pinned to it."""
 
 from __future__ import annotations
@@ -111,6 +111,15 @@ def test_a_job_past_the_longest_recent_fifo_wait_goes_first_and_holds_the_reserv
     assert positions[gang] == 1  # fair share alone would put b's jobs first
     # Nobody knows when the running job ends: the 2 free GPUs are held for the gang.
     assert place_queued_jobs(session, utcnow(), rules=RULES).placed == []
+
+
+def test_the_bound_is_the_rules_quantile_of_the_estimates_in_the_window(session, busy):
+    _estimate(session)  # 0.5, 1.5 and 2.5 h; the running and finished jobs have none
+    median = ServiceRules(fifo_wait_quantile=0.5)
+    with session.begin():
+        assert wait_bound(session, utcnow(), median) == pytest.approx(1.5 * HOUR, rel=1e-3)
+        # Up to a thousand estimates the default quantile is the longest.
+        assert wait_bound(session, utcnow(), RULES) == pytest.approx(2.5 * HOUR, rel=1e-3)
 
 
 def test_without_the_bound_fair_share_decides_and_nothing_is_estimated(session, busy):

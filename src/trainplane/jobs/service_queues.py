@@ -104,7 +104,8 @@ class ServiceRules:
     come, first served would have imposed on the jobs submitted in the last
     ``fifo_wait_window_seconds`` (:mod:`trainplane.jobs.wait_bounds`), and at
     least ``fifo_wait_floor_seconds``; 0 turns it off (the starvation bound
-    alone remains).
+    alone remains). "Longest" is the ``fifo_wait_quantile`` of those waits:
+    1 is the maximum, which one burst of estimates can set.
 
     ``entry_top_fraction``, ``entry_min_peers``, ``entry_peers``: a job
     skips from the lowest level to the top one, instead of climbing, when at least
@@ -133,6 +134,7 @@ class ServiceRules:
     share_levels: int = 2
     fifo_wait_factor: float = 1.0
     fifo_wait_window_seconds: float = 90 * 24 * HOUR
+    fifo_wait_quantile: float = 0.999
     fifo_wait_floor_seconds: float = HOUR
     entry_top_fraction: float = 0.5
     entry_min_peers: int = 5

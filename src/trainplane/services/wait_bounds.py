@@ -1,7 +1,8 @@
 """The wait bound from the database (:mod:`trainplane.jobs.wait_bounds` has
 the rules): each queued job's first-come-first-served wait, estimated once
 when the scheduler first sees it queued and kept on its row, and the bound
-every ranking of the queue applies."""
+every ranking of the queue applies (a high quantile of the window's
+estimates)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from trainplane.jobs.wait_bounds import (
     expected_left,
     fifo_wait_seconds,
     learn_sizes,
+    quantile_index,
     wait_bound_seconds,
 )
 from trainplane.services.clusters import awaiting_placement, cluster_capacity
@@ -105,9 +107,20 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
 
 def wait_bound(session: Session, now: datetime, rules: ServiceRules) -> float | None:
     """The bound on any job's wait now (None: off, or nothing estimated in
-    the window yet)."""
+    the window yet): from the rules' quantile of the estimates in the window."""
     if rules.fifo_wait_factor <= 0:
         return None
     since = now - timedelta(seconds=rules.fifo_wait_window_seconds)
-    longest = session.scalar(select(func.max(Job.fifo_wait_seconds)).where(Job.created_at >= since))
+    in_window = (Job.created_at >= since, Job.fifo_wait_seconds.is_not(None))
+    count = session.scalar(select(func.count()).select_from(Job).where(*in_window)) or 0
+    if not count:
+        return None
+    from_top = count - 1 - quantile_index(count, rules.fifo_wait_quantile)
+    longest = session.scalar(
+        select(Job.fifo_wait_seconds)
+        .where(*in_window)
+        .order_by(Job.fifo_wait_seconds.desc())
+        .offset(from_top)
+        .limit(1)
+    )
     return wait_bound_seconds(longest, rules)

@@ -46,7 +46,7 @@ from trainplane.jobs.service_queues import (
     starved,
 )
 from trainplane.jobs.wait_bounds import (
-    RecentLongest,
+    RecentWaits,
     SizeTally,
     expected_left,
     fifo_wait_seconds,
@@ -77,7 +77,9 @@ class TrainplanePolicy:
         # scheduler learns it: sizes from the jobs that finished, each job's
         # first-come-first-served wait estimated when it is first seen queued.
         self._sizes = SizeTally()
-        self._fifo_waits = RecentLongest(self.rules.fifo_wait_window_seconds)
+        self._fifo_waits = RecentWaits(
+            self.rules.fifo_wait_window_seconds, self.rules.fifo_wait_quantile
+        )
         self._estimated: set[str] = set()
         self._was_running: dict[str, SimJob] = {}
         # Entry levels (trainplane.jobs.entry_levels), decided when a job is
