@@ -92,3 +92,9 @@ def test_the_schedulers_queue_rules_default_to_the_ones_the_replay_measures(monk
     monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_SHARE_LEVELS", "0")
     with pytest.raises(ValidationError, match="top_level_share_levels"):
         Settings()
+    monkeypatch.setenv("TRAINPLANE_TOP_LEVEL_SHARE_LEVELS", "1")
+    monkeypatch.setenv("TRAINPLANE_FIFO_WAIT_QUANTILE", "1")
+    assert Settings().service_rules().fifo_wait_quantile == 1.0
+    monkeypatch.setenv("TRAINPLANE_FIFO_WAIT_QUANTILE", "99.9")  # a percentile, not a quantile
+    with pytest.raises(ValidationError, match="fifo_wait_quantile"):
+        Settings()

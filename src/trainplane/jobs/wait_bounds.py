@@ -141,7 +141,8 @@ def quantile_index(count: int, quantile: float) -> int:
     """Where, among ``count`` values in ascending order, their ``quantile``
     lies: the largest for 1 or for too few values to tell the quantile from
     the maximum. The replay and the database read the bound with it."""
-    return max(0, min(count - 1, int(quantile * count)))
+    # Rounded first: 0.29 x 100 is 28.999... in floating point, and its rank is 29.
+    return max(0, min(count - 1, int(round(quantile * count, 9))))
 
 
 class RecentWaits:
