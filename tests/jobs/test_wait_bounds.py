@@ -27,12 +27,10 @@ def test_sizes_are_learned_by_project_with_the_overall_mean_for_a_new_project():
     sizes = learn_sizes([("a", 10.0), ("a", 30.0), ("b", 80.0)])
     assert sizes.by_project == {"a": 20.0, "b": 80.0}
     assert sizes.overall == pytest.approx(40.0)
-    assert sizes.expected_gpu_seconds("a", 4, None) == 20.0
-    assert sizes.expected_gpu_seconds("new", 4, None) == pytest.approx(40.0)
-    # A declared max_runtime wins over anything learned.
-    assert sizes.expected_gpu_seconds("a", 4, 100.0) == 400.0
+    assert sizes.expected_gpu_seconds("a", 4) == 20.0
+    assert sizes.expected_gpu_seconds("new", 4) == pytest.approx(40.0)
     # Nothing finished yet: an hour on its GPUs.
-    assert JobSizes().expected_gpu_seconds("a", 2, None) == 2 * DEFAULT_GPU_SECONDS_PER_GPU
+    assert JobSizes().expected_gpu_seconds("a", 2) == 2 * DEFAULT_GPU_SECONDS_PER_GPU
 
 
 def test_a_tally_learns_as_jobs_finish():
@@ -46,17 +44,10 @@ def test_a_tally_learns_as_jobs_finish():
 def test_a_job_that_ran_past_its_expected_size_is_expected_to_run_as_long_again():
     sizes = JobSizes({"a": 100.0}, 100.0)
     left = {
-        attained: expected_left(
-            sizes, project_id="a", gpus=1, max_runtime_seconds=None, attained_gpu_seconds=attained
-        )
+        attained: expected_left(sizes, project_id="a", gpus=1, attained_gpu_seconds=attained)
         for attained in (0.0, 30.0, 50.0, 300.0)
     }
     assert left == {0.0: 100.0, 30.0: 70.0, 50.0: 50.0, 300.0: 300.0}
-    # A declared runtime is a limit: nothing is left past it.
-    declared = expected_left(
-        sizes, project_id="a", gpus=2, max_runtime_seconds=60.0, attained_gpu_seconds=200.0
-    )
-    assert declared == 0.0
 
 
 def test_the_fifo_wait_is_the_work_ahead_over_the_gpus():

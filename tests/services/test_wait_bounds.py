@@ -82,18 +82,19 @@ def test_each_queued_job_is_estimated_once_from_the_work_ahead_of_it(session, bu
     assert _estimated(session, [gang]) == {gang: waits[gang]}
 
 
-def test_a_declared_max_runtime_is_the_work_a_job_is_expected_to_hold(session, busy):
+def test_a_declared_max_runtime_is_not_taken_for_the_work_a_job_will_hold(session, busy):
     c = make_project(session, "c")
-    declared = aged_job(
-        session, "declared", 1, project=c, ago=timedelta(seconds=30), max_runtime="10h"
-    )
+    roomy = aged_job(session, "roomy", 1, project=c, ago=timedelta(seconds=30), max_runtime="10h")
+    tight = aged_job(session, "tight", 1, project=c, ago=timedelta(seconds=20), max_runtime="30m")
     after = aged_job(session, "after", 1, project=c)
     _estimate(session)
-    waits = _estimated(session, [declared, after])
-    # Ahead of the declared job: 2 (running) + 4 (gang) + 4 + 4 (b's two,
-    # at the overall size) GPU-hours; ahead of the next, its 10 hours too.
-    assert waits[declared] == pytest.approx(14 * HOUR / 4, rel=1e-3)
-    assert waits[after] == pytest.approx(24 * HOUR / 4, rel=1e-3)
+    waits = _estimated(session, [roomy, tight, after])
+    # Ahead of the roomy job: 2 (running) + 4 (gang) + 4 + 4 (b's two, at
+    # the overall size) GPU-hours. Its 10 h and the tight one's 30 min are
+    # limits, not sizes: each counts c's size, the overall 4 GPU-hours.
+    assert waits[roomy] == pytest.approx(14 * HOUR / 4, rel=1e-3)
+    assert waits[tight] == pytest.approx(18 * HOUR / 4, rel=1e-3)
+    assert waits[after] == pytest.approx(22 * HOUR / 4, rel=1e-3)
 
 
 def test_a_job_past_the_longest_recent_fifo_wait_goes_first_and_holds_the_reservation(

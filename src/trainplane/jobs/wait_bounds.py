@@ -9,11 +9,20 @@ wait. The bound here caps that, without runtime estimates from users:
 - When a job is first queued, the work ahead of it is estimated: the running
   jobs' remaining work and the queued jobs' whole work, in GPU-seconds, over
   the cluster's GPUs. That is about how long first come, first served would
-  make it wait (:func:`fifo_wait_seconds`). Work is a job's declared
-  ``max_runtime`` when it has one, else what its project's finished jobs held
-  on average (:class:`JobSizes`, learned); a job that has run longer than
-  that is expected to run about as long again (long jobs tend to be longer
-  still).
+  make it wait (:func:`fifo_wait_seconds`). Work is what its project's
+  finished jobs held on average (:class:`JobSizes`, learned); a job that has
+  run longer than that is expected to run about as long again (long jobs
+  tend to be longer still). Declared runtimes (``max_runtime``) are not
+  used: they are limits that users set with room to spare. Replayed on the
+  whole Philly trace with every runtime declared at twice the real one,
+  counting the declarations as sizes made every estimate about twice too
+  long, so the bound never fired (longest wait 363.6 h against first come,
+  first served's 250.5 h); capping the learned sizes by them made the
+  estimates short (the smaller of two estimates is below both), so the
+  bound fired early, the order came near first come, first served's and
+  the mean completion time rose from 8.3 h to 13.4 h with the longest wait
+  still at 296 h. With the learned sizes alone, as without declarations:
+  mean 9.8 h, longest wait 256.7 h (``benchmarks/README.md``).
 - The bound is the longest of those waits among the jobs submitted lately
   (:func:`wait_bound_seconds`; a quarter by default, so that the bound comes
   down after a busy season only once its backlog has drained): first come,
@@ -57,12 +66,8 @@ class JobSizes:
     by_project: Mapping[str | None, float] = field(default_factory=dict)
     overall: float | None = None
 
-    def expected_gpu_seconds(
-        self, project_id: str | None, gpus: int, max_runtime_seconds: float | None
-    ) -> float:
+    def expected_gpu_seconds(self, project_id: str | None, gpus: int) -> float:
         """What a job is expected to hold, all its attempts together."""
-        if max_runtime_seconds is not None:
-            return max_runtime_seconds * gpus
         learned = self.by_project.get(project_id, self.overall)
         if learned is None:
             return DEFAULT_GPU_SECONDS_PER_GPU * gpus
@@ -106,17 +111,13 @@ def expected_left(
     *,
     project_id: str | None,
     gpus: int,
-    max_runtime_seconds: float | None,
     attained_gpu_seconds: float,
 ) -> float:
     """GPU-seconds a job is expected to hold still. One that has held more
     than expected is expected to hold as much again: durations are heavy
     tailed, and the longer a job has run the longer it is likely to run."""
-    expected = sizes.expected_gpu_seconds(project_id, gpus, max_runtime_seconds)
-    left = expected - attained_gpu_seconds
-    if max_runtime_seconds is not None:
-        return max(0.0, left)
-    return max(left, attained_gpu_seconds)
+    expected = sizes.expected_gpu_seconds(project_id, gpus)
+    return max(expected - attained_gpu_seconds, attained_gpu_seconds)
 
 
 def fifo_wait_seconds(work_ahead_gpu_seconds: float, capacity_gpus: int) -> float:

@@ -61,9 +61,7 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
     capacity = sum(c.gpus for c in cluster_capacity(session) if c.ready)
     sizes = learned_sizes(session, now, rules)
     outstanding = session.execute(
-        select(
-            Job.id, Job.project_id, Job.gpus, Job.max_runtime_seconds, Job.created_at, Job.status
-        ).where(
+        select(Job.id, Job.project_id, Job.gpus, Job.created_at, Job.status).where(
             awaiting_placement()
             | Job.id.in_(
                 select(JobAttempt.job_id).where(
@@ -84,7 +82,6 @@ def estimate_fifo_waits(session: Session, now: datetime, rules: ServiceRules) ->
                 sizes,
                 project_id=r.project_id,
                 gpus=r.gpus,
-                max_runtime_seconds=r.max_runtime_seconds,
                 attained_gpu_seconds=ran.get(r.id, 0.0) * r.gpus,
             ),
         )

@@ -111,7 +111,6 @@ class TrainplanePolicy:
                     sizes,
                     project_id=sim.job.project,
                     gpus=sim.gpus,
-                    max_runtime_seconds=sim.declared_runtime,
                     attained_gpu_seconds=sim.attained_gpu_seconds,
                 )
 
